@@ -1,0 +1,49 @@
+from django.db import models
+
+from domains.models import Domain
+from mailservice.ids import public_id
+
+
+def _key_public_id() -> str:
+    return public_id("key")
+
+
+class Permission(models.TextChoices):
+    SEND = "email.send", "email.send"
+    READ = "email.read", "email.read"
+
+
+class ApiKey(models.Model):
+    """A bearer key bound to one domain. Only a digest of the secret is stored.
+
+    The full key reads `ms_<prefix>_<secret>`; the prefix is not secret and finds the row,
+    the SHA-256 digest of the whole key is compared in constant time.
+    """
+
+    public_id = models.CharField(max_length=40, unique=True, default=_key_public_id, editable=False)
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16, unique=True, editable=False, help_text="Identifies the key; not secret")
+    secret_hash = models.CharField(max_length=64, editable=False)
+    can_send = models.BooleanField(default=True, verbose_name="email.send")
+    can_read = models.BooleanField(default=True, verbose_name="email.read")
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "API key"
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name or self.public_id} (ms_{self.prefix}_…)"
+
+    @property
+    def permissions(self) -> list[str]:
+        return [
+            perm for perm, allowed in ((Permission.SEND, self.can_send), (Permission.READ, self.can_read)) if allowed
+        ]
+
+    def has_permission(self, permission: str) -> bool:
+        return permission in self.permissions

@@ -1,0 +1,61 @@
+"""Typed readers for settings that come from the environment (read only in settings.py)."""
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+def env_str(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value if value else default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env_str(name)
+    if value is None:
+        return default
+    if value.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if value.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, got {value!r}")
+
+
+def env_int(name: str, default: int) -> int:
+    value = env_str(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = env_str(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def database_from_url(url: str, base_dir: Path) -> dict:
+    """Django DATABASES entry for postgres://… or sqlite:///path URLs."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        # sqlite:///var/db.sqlite3 is relative to the project, sqlite:////tmp/db.sqlite3 absolute.
+        path = Path(unquote(parts.path[1:]))
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path if path.is_absolute() else base_dir / path)}
+    if parts.scheme in {"postgres", "postgresql"}:
+        options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parts.path.lstrip("/")) or "postgres",
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+            "OPTIONS": options,
+        }
+    raise ImproperlyConfigured(f"DATABASE_URL scheme {parts.scheme!r} is not supported (use postgres:// or sqlite:///)")

@@ -1,0 +1,18 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from drf_spectacular.views import SpectacularSwaggerView
+
+from mailservice import errors
+
+urlpatterns = [
+    path("v1/", include("mailservice.urls")),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
+    path("admin/", admin.site.urls),
+    # Anything else is an ApiError 404, whatever DEBUG says.
+    re_path(r"^.*$", errors.not_found_view),
+]
+
+handler400 = errors.bad_request_view
+handler403 = errors.forbidden_view
+handler404 = errors.not_found_view
+handler500 = errors.server_error_view

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class MailserviceConfig(AppConfig):
+    name = "mailservice"
+    verbose_name = "Mail service API"

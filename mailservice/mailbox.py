@@ -1,0 +1,37 @@
+"""The spec's Mailbox grammar (section 2.5), in one place.
+
+A Mailbox is 3 to 320 characters: either a bare `local@domain` (no whitespace, `<`, `>`, `@`
+or comma on either side, at least one dot in the domain), or a display text without `<`, `>`,
+CR or LF, then a space, then such an address in angle brackets.
+"""
+
+import re
+
+MIN_LENGTH = 3
+MAX_LENGTH = 320
+
+_ATOM = r"[^\s<>@,]"
+_ADDRESS = rf"{_ATOM}+@(?={_ATOM}*\.){_ATOM}+"
+_BARE = re.compile(_ADDRESS)
+_WITH_DISPLAY = re.compile(rf"(?P<display>[^<>\r\n]+) <(?P<address>{_ADDRESS})>")
+
+# The same grammar for the OpenAPI document (ECMA-262 regular expression).
+OPENAPI_PATTERN = rf"^(?:{_ADDRESS}|[^<>\r\n]+ <{_ADDRESS}>)$"
+
+
+def is_mailbox(value: str) -> bool:
+    if not MIN_LENGTH <= len(value) <= MAX_LENGTH:
+        return False
+    return bool(_BARE.fullmatch(value) or _WITH_DISPLAY.fullmatch(value))
+
+
+def split_mailbox(value: str) -> tuple[str, str]:
+    """(display text, address) of a valid Mailbox; the display text is '' for a bare address."""
+    match = _WITH_DISPLAY.fullmatch(value)
+    if match:
+        return match.group("display"), match.group("address")
+    return "", value
+
+
+def address_of(value: str) -> str:
+    return split_mailbox(value)[1]

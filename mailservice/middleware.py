@@ -1,0 +1,125 @@
+"""Cross-cutting HTTP behaviour: request ids, the error envelope, rate limiting, body size."""
+
+import logging
+import secrets
+from collections.abc import Callable
+
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse
+from django_ratelimit.core import get_usage
+
+from mailservice.clientip import client_ip
+from mailservice.errors import error_response
+
+logger = logging.getLogger(__name__)
+
+GetResponse = Callable[[HttpRequest], HttpResponse]
+
+_CODES_BY_STATUS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    413: "RequestTooLarge",
+    429: "RateLimited",
+    503: "ServiceUnavailable",
+}
+
+
+def _is_console(request: HttpRequest) -> bool:
+    return request.path.startswith(("/admin/", "/docs/"))
+
+
+class RequestIdMiddleware:
+    """Every response carries x-request-id (the id quoted in error bodies) and is never cached."""
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        request.request_id = "req_" + secrets.token_hex(12)  # type: ignore[attr-defined]
+        response = self.get_response(request)
+        response["x-request-id"] = request.request_id  # type: ignore[attr-defined]
+        response["Cache-Control"] = "no-store"
+        return response
+
+
+class ApiErrorMiddleware:
+    """The last line of the error contract: whatever fails, the API answers with an ApiError.
+
+    Unexpected exceptions become a logged 500 (503 while the database is unreachable), and any
+    non-JSON error page Django produces on its own (DEBUG pages, CSRF failures) is replaced.
+    """
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        is_json = response.get("Content-Type", "").startswith("application/json")
+        if response.status_code >= 400 and not is_json and not _is_console(request):
+            status = response.status_code
+            code = _CODES_BY_STATUS.get(status, "InternalError" if status >= 500 else "BadRequest")
+            return error_response(request, status, code, response.reason_phrase)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, (OperationalError, InterfaceError)):
+            logger.warning("database unavailable (request %s): %s", request.request_id, type(exception).__name__)  # type: ignore[attr-defined]
+            return error_response(
+                request,
+                503,
+                "ServiceUnavailable",
+                "The service is temporarily unavailable",
+                headers={"Retry-After": "5"},
+            )
+        if isinstance(exception, DatabaseError):
+            logger.error("database error (request %s)", request.request_id, exc_info=exception)  # type: ignore[attr-defined]
+        else:
+            logger.error("unhandled error (request %s)", request.request_id, exc_info=exception)  # type: ignore[attr-defined]
+        return error_response(request, 500, "InternalError", "An unexpected error occurred; quote the request id")
+
+
+def _client_ip_key(_group: str, request: HttpRequest) -> str:
+    return client_ip(request)
+
+
+class RateLimitMiddleware:
+    """MAILSERVICE_RATE_LIMIT per client IP across every API request, counted before authentication.
+
+    The counter lives in the cache, so with REDIS_URL set all web processes share it.
+    """
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if not request.path.startswith("/v1/"):
+            return self.get_response(request)
+        try:
+            usage = get_usage(
+                request, group="api", key=_client_ip_key, rate=settings.MAILSERVICE_RATE_LIMIT, increment=True
+            )
+        except Exception:  # noqa: BLE001 - a cache outage must not take the API down with it
+            logger.warning("rate limit counter unavailable; request let through", exc_info=True)
+            usage = None
+        if usage is not None and usage["should_limit"]:
+            return error_response(
+                request,
+                429,
+                "RateLimited",
+                "Too many requests; wait before retrying",
+                headers={"Retry-After": str(max(1, int(usage["time_left"])))},
+            )
+        if request.method == "POST":
+            declared = request.META.get("CONTENT_LENGTH") or "0"
+            if declared.isdigit() and int(declared) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+                return error_response(
+                    request,
+                    413,
+                    "RequestTooLarge",
+                    f"Request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
+                )
+        return self.get_response(request)

@@ -1,0 +1,13 @@
+from django.urls import path
+from drf_spectacular.views import SpectacularJSONAPIView
+
+from mailservice import views
+
+urlpatterns = [
+    path("send", views.SendView.as_view(), name="send"),
+    path("messages", views.MessageListView.as_view(), name="message-list"),
+    path("messages/<str:id>", views.MessageDetailView.as_view(), name="message-detail"),
+    path(
+        "openapi.json", SpectacularJSONAPIView.as_view(authentication_classes=[], permission_classes=[]), name="openapi"
+    ),
+]

@@ -1,0 +1,81 @@
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from domains.models import Domain
+from domains.selectors import sending_paused_for
+from domains.services import allowance_consume
+from mailservice.errors import PermissionDenied, SendingPaused, ValidationFailed
+from mailservice.mailbox import address_of
+from messaging.models import Direction, EventType, Message, MessageEvent, Status
+from templates_app.selectors import template_version_for_send
+from templates_app.services import Variables, template_render
+
+
+@dataclass(frozen=True)
+class TemplateReference:
+    id: str
+    version: int | None = None
+    variables: Variables = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    """A validated POST /v1/send body: inline content, or a template reference."""
+
+    from_address: str
+    to: list[str]
+    cc: list[str]
+    bcc: list[str]
+    reply_to: list[str]
+    subject: str | None
+    text: str | None = None
+    html: str | None = None
+    template: TemplateReference | None = None
+
+
+PAUSED_MESSAGE = "Sending is paused: production sending is not activated for this domain; no message was sent"
+
+
+def message_send(*, domain: Domain, request: SendRequest) -> Message:
+    """Store an outbound message as `accepted`, after every check of the spec, in its order.
+
+    Nothing is stored when any check fails. Dispatch starts only once the row is committed.
+    """
+    subject, text, html, version = request.subject, request.text, request.html, None
+    if request.template is not None:
+        version = template_version_for_send(
+            domain=domain, reference=request.template.id, version=request.template.version
+        )
+        rendered = template_render(version=version, variables=request.template.variables, subject=request.subject)
+        subject, text, html = rendered.subject, rendered.text, rendered.html
+
+    sender_domain = address_of(request.from_address).rpartition("@")[2].lower()
+    if sender_domain != domain.name:
+        raise PermissionDenied(
+            f"from: the sender must be on this key's domain ({domain.name})", code="SenderNotAllowed"
+        )
+    if not domain.verified:
+        raise ValidationFailed(f"The domain {domain.name} is not verified", code="DomainNotVerified")
+    if sending_paused_for(domain=domain):
+        raise SendingPaused(PAUSED_MESSAGE)
+
+    with transaction.atomic():
+        allowance_consume(domain=domain)
+        message = Message.objects.create(
+            domain=domain,
+            direction=Direction.SENT,
+            status=Status.ACCEPTED,
+            from_address=request.from_address,
+            to=request.to,
+            cc=request.cc,
+            bcc=request.bcc,
+            reply_to=request.reply_to,
+            subject=subject or "",
+            text=text,
+            html=html,
+            template=version.template if version else None,
+            template_version=version.number if version else None,
+        )
+        MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
+    return message

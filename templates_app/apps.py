@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TemplatesAppConfig(AppConfig):
+    name = "templates_app"
+    verbose_name = "Templates"

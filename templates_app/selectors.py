@@ -1,0 +1,27 @@
+from django.db.models import Q
+
+from domains.models import Domain
+from mailservice.errors import ValidationFailed
+from templates_app.models import Template, TemplateVersion
+
+
+def template_version_for_send(*, domain: Domain, reference: str, version: int | None) -> TemplateVersion:
+    """The published version a send uses: the one named, else the newest published one.
+
+    Another domain's template is reported exactly like a missing one.
+    """
+    template = Template.objects.filter(Q(public_id=reference) | Q(slug=reference), domain=domain).first()
+    if template is None:
+        raise ValidationFailed(f"template.id: no template {reference!r} on this domain", code="TemplateNotFound")
+    published = TemplateVersion.objects.filter(template=template, published=True)
+    if version is not None:
+        found = published.filter(number=version).first()
+        if found is None:
+            raise ValidationFailed(
+                f"template.version: template {reference!r} has no published version {version}", code="TemplateNotFound"
+            )
+        return found
+    newest = published.order_by("-number").first()
+    if newest is None:
+        raise ValidationFailed(f"template.id: template {reference!r} has no published version", code="TemplateNotFound")
+    return newest

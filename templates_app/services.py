@@ -1,0 +1,89 @@
+import html as html_lib
+import re
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from domains.models import Domain
+from mailservice.errors import ValidationFailed
+from templates_app.models import Template, TemplateVersion
+
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z][A-Za-z0-9_]{0,49})\s*\}\}")
+
+Variables = dict[str, str | int | float | bool]
+
+
+@dataclass(frozen=True)
+class RenderedContent:
+    subject: str
+    text: str | None
+    html: str | None
+
+
+def template_version_publish(
+    *, domain: Domain, slug: str, subject: str, text: str = "", html: str = ""
+) -> TemplateVersion:
+    """Create the template if new, add the next version with this content, and publish it."""
+    if not subject:
+        raise ValidationFailed("A template version needs a subject")
+    if not text and not html:
+        raise ValidationFailed("A template version needs text or html")
+    with transaction.atomic():
+        template, created = Template.objects.select_for_update().get_or_create(domain=domain, slug=slug)
+        if created:
+            try:
+                template.full_clean()
+            except DjangoValidationError as exc:
+                raise ValidationFailed(f"Invalid slug {slug!r}: {'; '.join(exc.messages)}") from None
+        number = (template.versions.aggregate(highest=Max("number"))["highest"] or 0) + 1
+        return TemplateVersion.objects.create(
+            template=template,
+            number=number,
+            subject=subject,
+            text=text,
+            html=html,
+            published=True,
+            published_at=timezone.now(),
+        )
+
+
+def template_version_set_published(*, version: TemplateVersion, published: bool) -> TemplateVersion:
+    version.published = published
+    version.published_at = timezone.now() if published else None
+    version.save(update_fields=["published", "published_at", "updated_at"])
+    return version
+
+
+def _format_value(value: str | int | float | bool) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def render_string(source: str, variables: Variables, *, escape_html: bool) -> str:
+    """Fill {{ name }} placeholders; a placeholder with no variable is an error, never blank."""
+
+    def substitute(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in variables:
+            raise ValidationFailed(
+                f"template.variables: no value for placeholder {{{{ {name} }}}}", code="MissingTemplateVariable"
+            )
+        value = _format_value(variables[name])
+        return html_lib.escape(value) if escape_html else value
+
+    return PLACEHOLDER.sub(substitute, source)
+
+
+def template_render(*, version: TemplateVersion, variables: Variables, subject: str | None = None) -> RenderedContent:
+    """The content a template send stores: values are HTML-escaped in html only."""
+    return RenderedContent(
+        subject=render_string(subject if subject is not None else version.subject, variables, escape_html=False),
+        text=render_string(version.text, variables, escape_html=False) if version.text else None,
+        html=render_string(version.html, variables, escape_html=True) if version.html else None,
+    )

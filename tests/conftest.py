@@ -1,0 +1,53 @@
+import pytest
+from rest_framework.test import APIClient
+
+from apikeys.models import ApiKey, Permission
+from domains.models import Domain
+from tests.factories import ApiKeyFactory, DomainFactory
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache():
+    """Rate-limit counters and other cache state never leak between tests."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def domain(db) -> Domain:
+    return DomainFactory(name="acme.example.com")
+
+
+@pytest.fixture
+def full_key(domain: Domain) -> ApiKey:
+    return ApiKeyFactory(domain=domain, permissions=(Permission.SEND, Permission.READ))
+
+
+@pytest.fixture
+def send_only_key(domain: Domain) -> ApiKey:
+    return ApiKeyFactory(domain=domain, permissions=(Permission.SEND,))
+
+
+@pytest.fixture
+def read_only_key(domain: Domain) -> ApiKey:
+    return ApiKeyFactory(domain=domain, permissions=(Permission.READ,))
+
+
+@pytest.fixture
+def other_domain_key(db) -> ApiKey:
+    return ApiKeyFactory(domain=DomainFactory(name="other.example.net"))
+
+
+def client_for(api_key: ApiKey | None) -> APIClient:
+    client = APIClient()
+    if api_key is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key.secret}")
+    return client
+
+
+@pytest.fixture
+def api(full_key: ApiKey) -> APIClient:
+    return client_for(full_key)

@@ -1,0 +1,9 @@
+"""Test settings: the production settings, with a throwaway key and a fast password hasher."""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
+
+from config.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
