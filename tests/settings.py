@@ -7,3 +7,7 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use
 from config.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Live tests start child processes on the test database, so a SQLite one must be a file.
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
