@@ -45,6 +45,7 @@ def hanging_up_listener() -> Iterator[tuple[str, list[int]]]:
             except TimeoutError:
                 continue
             connections.append(1)
+            conn.settimeout(5)
             with conn:
                 conn.recv(65536)
 
@@ -118,6 +119,8 @@ def test_without_a_key_or_base_url_the_client_says_which_is_missing(monkeypatch)
     monkeypatch.setenv("MAILSERVICE_API_KEY", "key")
     with pytest.raises(ConfigurationError, match="MAILSERVICE_BASE_URL"):
         sendgrid.SendGridAPIClient()
+    with pytest.raises(ConfigurationError, match="http:// or https://"):
+        MailService(base_url="mail.example.com")
 
 
 def test_only_the_sesv2_service_is_provided():

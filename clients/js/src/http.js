@@ -13,6 +13,9 @@ export function resolveConfig({ apiKey, baseUrl, timeout } = {}) {
   const url = baseUrl || process.env.MAILSERVICE_BASE_URL;
   if (!key) throw new ConfigurationError("No API key: pass one or set MAILSERVICE_API_KEY");
   if (!url) throw new ConfigurationError("No base URL: pass one or set MAILSERVICE_BASE_URL");
+  if (!/^https?:\/\//.test(url)) {
+    throw new ConfigurationError(`The base URL must start with http:// or https:// (got ${JSON.stringify(url)})`);
+  }
   return { apiKey: key, baseUrl: url.replace(/\/+$/, ""), timeout: timeout ?? DEFAULT_TIMEOUT_MS };
 }
 

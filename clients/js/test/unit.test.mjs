@@ -104,6 +104,7 @@ test("without a key or base URL the client says which is missing", (t) => {
   assert.throws(() => new ServerClient("key"), ConfigurationError);
   process.env.MAILSERVICE_API_KEY = "key";
   assert.throws(() => new SESv2Client({ region: "us-east-1" }), /MAILSERVICE_BASE_URL/);
+  assert.throws(() => new MailService({ baseUrl: "mail.example.com" }), /http:\/\/ or https:\/\//);
   process.env.MAILSERVICE_BASE_URL = baseUrl;
   assert.ok(new Resend());
 });

@@ -37,6 +37,8 @@ def resolve_config(*, api_key: str | None, base_url: str | None, timeout: float 
         raise ConfigurationError("No API key: pass one or set MAILSERVICE_API_KEY")
     if not base_url:
         raise ConfigurationError("No base URL: pass one or set MAILSERVICE_BASE_URL")
+    if not base_url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"The base URL must start with http:// or https:// (got {base_url!r})")
     return Config(
         api_key=api_key, base_url=base_url.rstrip("/"), timeout=DEFAULT_TIMEOUT if timeout is None else timeout
     )

@@ -109,10 +109,10 @@ def to_send_request(message: Mapping[str, Any]) -> dict[str, Any]:
     for index, item in enumerate(content):
         item = screen(item, allowed=("type", "value"), unsupported=(), prefix=f"content[{index}].")
         content_type = require(item, "type", f"content[{index}].type")
-        name = _CONTENT_TYPES.get(content_type) if isinstance(content_type, str) else None
-        if name is None or name in body:
+        wire_name = _CONTENT_TYPES.get(content_type) if isinstance(content_type, str) else None
+        if wire_name is None or wire_name in body:
             raise ValidationError(f"content[{index}].type", "must be text/plain or text/html, each at most once")
-        body[name] = require(item, "value", f"content[{index}].value")
+        body[wire_name] = require(item, "value", f"content[{index}].value")
     return native_send(body, _NAMES)
 
 
