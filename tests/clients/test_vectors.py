@@ -15,7 +15,7 @@ from rest_framework.exceptions import ValidationError as DrfValidationError
 
 from mailservice.errors import ApiError
 from mailservice.serializers import parse_send_request
-from tests.clients.conftest import case_id, expand, vector_cases
+from tests.clients.vectors import case_id, expand, vector_cases
 
 TRANSLATE = {
     "native": check_send,
