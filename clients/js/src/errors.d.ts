@@ -1,0 +1,33 @@
+export interface MailServiceErrorOptions {
+  code: string;
+  status?: number | null;
+  requestId?: string | null;
+  headers?: Record<string, string>;
+}
+
+/** Every failure: the service's `code`, the HTTP `status` (null when no response came back), `requestId`. */
+export class MailServiceError extends Error {
+  constructor(message: string, options: MailServiceErrorOptions);
+  readonly code: string;
+  readonly status: number | null;
+  readonly requestId: string | null;
+  readonly headers: Record<string, string>;
+}
+/** Thrown locally, before any request; `field` names the offending field. */
+export class ValidationError extends MailServiceError {
+  constructor(field: string, reason: string);
+  readonly field: string;
+  readonly reason: string;
+}
+export class ConfigurationError extends MailServiceError {}
+export class MailServiceConnectionError extends MailServiceError {}
+export class BadRequestError extends MailServiceError {}
+export class AuthenticationError extends MailServiceError {}
+export class PermissionDeniedError extends MailServiceError {}
+export class NotFoundError extends MailServiceError {}
+export class RequestTooLargeError extends MailServiceError {}
+export class SendingPausedError extends MailServiceError {}
+export class RateLimitError extends MailServiceError {
+  readonly retryAfter: number | null;
+}
+export function errorFromResponse(status: number, headers: Record<string, string>, text: string): MailServiceError;

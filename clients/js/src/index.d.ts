@@ -1,0 +1,80 @@
+export * from "./errors.js";
+
+/** A Mailbox: `name@example.com` or `Display Name <name@example.com>`, 3 to 320 characters. */
+export type Mailbox = string;
+export type AddressOrList = Mailbox | Mailbox[];
+
+export interface TemplateReference {
+  id: string;
+  version?: number;
+  variables?: Record<string, string | number | boolean>;
+}
+
+interface SendCommon {
+  from: Mailbox;
+  to?: AddressOrList;
+  cc?: AddressOrList;
+  bcc?: AddressOrList;
+  replyTo?: AddressOrList;
+}
+export interface InlineSendParams extends SendCommon {
+  subject: string;
+  text?: string;
+  html?: string;
+}
+export interface TemplateSendParams extends SendCommon {
+  template: TemplateReference;
+  subject?: string;
+}
+export type SendParams = InlineSendParams | TemplateSendParams;
+
+export interface SendResult {
+  id: string;
+  created_at: string;
+}
+export interface Message {
+  id: string;
+  domain_id: string;
+  direction: "sent" | "received";
+  from: string;
+  to: string[];
+  subject: string;
+  status: "accepted" | "delivered" | "received" | "bounced" | "complained" | "failed";
+  created_at: string;
+  text: string | null;
+}
+export interface MessageList {
+  data: Message[];
+  has_more: boolean;
+  next_cursor: string | null;
+}
+export interface ListOptions {
+  limit?: number;
+  after?: string;
+  direction?: "sent" | "received";
+}
+
+export interface MailServiceOptions {
+  /** Defaults to MAILSERVICE_API_KEY. */
+  apiKey?: string;
+  /** Defaults to MAILSERVICE_BASE_URL. */
+  baseUrl?: string;
+  /** Milliseconds; default 30000. */
+  timeout?: number;
+}
+
+declare class Messages {
+  list(options?: ListOptions): Promise<MessageList>;
+  /** Every page in turn, following `next_cursor`. */
+  pages(options?: Omit<ListOptions, "after">): AsyncGenerator<MessageList, void, undefined>;
+  get(id: string): Promise<Message>;
+}
+
+export class MailService {
+  constructor(options?: MailServiceOptions);
+  readonly messages: Messages;
+  send(params: SendParams): Promise<SendResult>;
+}
+
+/** Validates a native send body locally and returns it as it will be sent. */
+export function toSendRequest(params: SendParams): SendParams;

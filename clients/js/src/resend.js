@@ -1,0 +1,64 @@
+// `resend` look-alike: `new Resend(key, { baseUrl }).emails.send({...})`, sent as a native send.
+// Migration: import from "mailservice-client/resend" instead of "resend". HTTP errors come back in
+// `error` (never thrown); local validation errors are thrown, before any request.
+
+import { MailServiceError, ValidationError } from "./errors.js";
+import { request, resolveConfig } from "./http.js";
+import { asList, checkLength, nativeSend, require, screen } from "./compat.js";
+
+const UNSUPPORTED = ["headers", "attachments", "tags", "scheduledAt", "react", "topicId"];
+const FIELDS = ["from", "to", "subject", "cc", "bcc", "replyTo", "text", "html", "template"];
+const MAX_SUBJECT = 2000;
+
+/** The native send body for `emails.send(payload)` (plain or template variant). */
+export function toSendRequest(payload) {
+  const params = screen(payload, { allowed: FIELDS, unsupported: UNSUPPORTED });
+  const body = { from: require(params, "from", "from"), to: asList(require(params, "to", "to")) };
+  for (const name of ["cc", "bcc", "replyTo"]) {
+    if (Object.hasOwn(params, name)) body[name] = asList(params[name]);
+  }
+  for (const name of ["subject", "text", "html", "template"]) {
+    if (Object.hasOwn(params, name)) body[name] = params[name];
+  }
+  if (!Object.hasOwn(params, "template")) {
+    checkLength(require(params, "subject", "subject"), "subject", { maxLength: MAX_SUBJECT });
+  }
+  return nativeSend(body, {});
+}
+
+class Emails {
+  #config;
+
+  constructor(config) {
+    this.#config = config;
+  }
+
+  /** Resolves `{ data: { id }, error: null, headers }`, or `{ data: null, error: { name, message, statusCode }, headers }`. */
+  async send(payload, options) {
+    if (options !== undefined && Object.keys(options).length > 0) {
+      throw new ValidationError(`options.${Object.keys(options)[0]}`, "is not supported by mailservice");
+    }
+    const body = toSendRequest(payload);
+    try {
+      const reply = await request(this.#config, "POST", "/v1/send", { body });
+      return { data: { id: reply.data.id }, error: null, headers: reply.headers };
+    } catch (error) {
+      if (!(error instanceof MailServiceError)) throw error;
+      return {
+        data: null,
+        error: { name: error.code, message: error.message, statusCode: error.status, requestId: error.requestId },
+        headers: error.status === null ? null : error.headers,
+      };
+    }
+  }
+
+  create(payload, options) {
+    return this.send(payload, options);
+  }
+}
+
+export class Resend {
+  constructor(key, { baseUrl } = {}) {
+    this.emails = new Emails(resolveConfig({ apiKey: key, baseUrl }));
+  }
+}

@@ -1,0 +1,42 @@
+"""Python client for the mailservice HTTP API.
+
+`MailService` / `AsyncMailService` speak the native API; `mailservice_client.compat` holds
+drop-in modules that mimic four email SDKs and translate every call into the native send.
+"""
+
+from mailservice_client._http import __version__
+from mailservice_client.client import AsyncMailService, MailService
+from mailservice_client.errors import (
+    AuthenticationError,
+    BadRequestError,
+    ConfigurationError,
+    MailServiceConnectionError,
+    MailServiceError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitError,
+    RequestTooLargeError,
+    SendingPausedError,
+    ValidationError,
+)
+from mailservice_client.types import Message, MessageList, SendResult
+
+__all__ = [
+    "AsyncMailService",
+    "AuthenticationError",
+    "BadRequestError",
+    "ConfigurationError",
+    "MailService",
+    "MailServiceConnectionError",
+    "MailServiceError",
+    "Message",
+    "MessageList",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "RateLimitError",
+    "RequestTooLargeError",
+    "SendResult",
+    "SendingPausedError",
+    "ValidationError",
+    "__version__",
+]

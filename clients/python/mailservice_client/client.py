@@ -1,0 +1,123 @@
+"""The native client: `MailService` (synchronous) and its `AsyncMailService` twin."""
+
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any, cast
+from urllib.parse import quote
+
+from mailservice_client._http import AsyncTransport, SyncTransport, resolve_config
+from mailservice_client._validate import check_send, check_string
+from mailservice_client.errors import ValidationError
+from mailservice_client.types import Direction, Message, MessageList, SendResult
+
+
+def _list_params(limit: int | None, after: str | None, direction: Direction | None) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100:
+            raise ValidationError("limit", "must be an integer from 1 to 100")
+        params["limit"] = limit
+    if after is not None:
+        if not isinstance(after, str) or not 1 <= len(after) <= 512:
+            raise ValidationError("after", "must be a string of 1 to 512 characters")
+        params["after"] = after
+    if direction is not None:
+        if direction not in ("sent", "received"):
+            raise ValidationError("direction", "must be 'sent' or 'received'")
+        params["direction"] = direction
+    return params
+
+
+def _message_path(message_id: str) -> str:
+    check_string(message_id, "id", max_length=256, allow_blank=False)
+    return "/v1/messages/" + quote(message_id, safe="")
+
+
+class Messages:
+    def __init__(self, transport: SyncTransport) -> None:
+        self._transport = transport
+
+    def list(
+        self, *, limit: int | None = None, after: str | None = None, direction: Direction | None = None
+    ) -> MessageList:
+        params = _list_params(limit, after, direction)
+        return cast(MessageList, self._transport.request("GET", "/v1/messages", params=params).data)
+
+    def iter(self, *, limit: int | None = None, direction: Direction | None = None) -> Iterator[Message]:
+        """Every message, page after page, following `next_cursor`."""
+        after = None
+        while True:
+            page = self.list(limit=limit, after=after, direction=direction)
+            yield from page["data"]
+            after = page["next_cursor"]
+            if not page["has_more"] or not after:
+                return
+
+    def get(self, id: str) -> Message:  # noqa: A002 - the spec's name
+        return cast(Message, self._transport.request("GET", _message_path(id)).data)
+
+
+class MailService:
+    """`MailService(api_key=None, base_url=None)`; falls back to MAILSERVICE_API_KEY / MAILSERVICE_BASE_URL."""
+
+    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: float | None = None) -> None:
+        self._transport = SyncTransport(resolve_config(api_key=api_key, base_url=base_url, timeout=timeout))
+        self.messages = Messages(self._transport)
+
+    def send(self, params: Mapping[str, Any]) -> SendResult:
+        """Send one message; `params` are the wire fields (`from`, `to`, `subject`, `text`, `template`, ...)."""
+        body = check_send(params)
+        return cast(SendResult, self._transport.request("POST", "/v1/send", json=body).data)
+
+    def close(self) -> None:
+        self._transport.close()
+
+    def __enter__(self) -> "MailService":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncMessages:
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._transport = transport
+
+    async def list(
+        self, *, limit: int | None = None, after: str | None = None, direction: Direction | None = None
+    ) -> MessageList:
+        params = _list_params(limit, after, direction)
+        return cast(MessageList, (await self._transport.request("GET", "/v1/messages", params=params)).data)
+
+    async def iter(self, *, limit: int | None = None, direction: Direction | None = None) -> AsyncIterator[Message]:
+        after = None
+        while True:
+            page = await self.list(limit=limit, after=after, direction=direction)
+            for message in page["data"]:
+                yield message
+            after = page["next_cursor"]
+            if not page["has_more"] or not after:
+                return
+
+    async def get(self, id: str) -> Message:  # noqa: A002 - the spec's name
+        return cast(Message, (await self._transport.request("GET", _message_path(id))).data)
+
+
+class AsyncMailService:
+    """The asynchronous twin of `MailService`: the same methods, awaited."""
+
+    def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: float | None = None) -> None:
+        self._transport = AsyncTransport(resolve_config(api_key=api_key, base_url=base_url, timeout=timeout))
+        self.messages = AsyncMessages(self._transport)
+
+    async def send(self, params: Mapping[str, Any]) -> SendResult:
+        body = check_send(params)
+        return cast(SendResult, (await self._transport.request("POST", "/v1/send", json=body)).data)
+
+    async def close(self) -> None:
+        await self._transport.close()
+
+    async def __aenter__(self) -> "AsyncMailService":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
