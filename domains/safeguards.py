@@ -52,8 +52,8 @@ def _breach(health: SendingHealth) -> str | None:
         rate = count / health.sends
         if rate > limit:
             return (
-                f"Automatic pause: {label} rate {rate:.2%} ({count} of the last {health.sends} sends) "
-                f"is over the {limit:.2%} limit"
+                f"Automatic pause: {label} rate {rate * 100:.4g}% ({count} of the last {health.sends} sends) "
+                f"is over the {limit * 100:.4g}% limit"
             )
     return None
 

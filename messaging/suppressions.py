@@ -36,10 +36,13 @@ def suppression_add(
     )
 
 
-def suppression_remove(*, domain: Domain, address: str) -> None:
-    deleted, _ = Suppression.objects.filter(domain=domain, address=normalize_address(address)).delete()
+def suppression_remove(*, domain: Domain, address: str) -> str:
+    """Let the domain contact the address again; returns the address as it was listed."""
+    normalized = normalize_address(address)
+    deleted, _ = Suppression.objects.filter(domain=domain, address=normalized).delete()
     if not deleted:
-        raise NotFound(f"{address} is not suppressed for {domain.name}", code="SuppressionNotFound")
+        raise NotFound(f"{normalized} is not suppressed for {domain.name}", code="SuppressionNotFound")
+    return normalized
 
 
 def suppression_list(*, domain: Domain) -> QuerySet[Suppression]:

@@ -10,7 +10,7 @@ import email
 import email.policy
 import re
 from dataclasses import dataclass
-from email.header import decode_header
+from email.header import Header, decode_header
 from email.message import Message as EmailMessage
 from email.utils import getaddresses
 from html.parser import HTMLParser
@@ -48,11 +48,16 @@ def storable(text: str) -> str:
     return text.replace("\x00", "")
 
 
-def decode_header_value(value: str | None) -> str:
+def decode_header_value(value: str | Header | None) -> str:
     """An unfolded header as text: RFC 2047 encoded words decoded, 8-bit bytes guessed."""
     if value is None:
         return ""
-    text = _raw_header_text(str(value))
+    if isinstance(value, Header):
+        # compat32 wraps undeclared 8-bit header bytes in a Header with the `unknown-8bit` charset.
+        chunks = decode_header(value)
+        text = "".join(chunk if isinstance(chunk, str) else decode_bytes(chunk, charset) for chunk, charset in chunks)
+    else:
+        text = _raw_header_text(value)
     text = re.sub(r"\r?\n[ \t]+", " ", text)
     if "=?" not in text:
         return text.strip()

@@ -214,7 +214,9 @@ def _plain_text_bounce(message: EmailMessage) -> Report:
         diagnostic = notice[line_start : line_end if line_end != -1 else None].strip()
     if _PERMANENT_WORDS.search(notice) or status.startswith("5"):
         outcome = Outcome.BOUNCE
-    elif status.startswith("4") or (reply_match and reply_match.group(1).startswith("4")) or _DELAY_WORDS.search(notice):
+    elif (
+        status.startswith("4") or (reply_match and reply_match.group(1).startswith("4")) or _DELAY_WORDS.search(notice)
+    ):
         outcome = Outcome.DELAY
     else:
         outcome = Outcome.BOUNCE

@@ -64,7 +64,9 @@ def arf(*, message: Message, recipient: str, to: str) -> EmailMessage:
     report["From"], report["To"], report["Subject"] = "staff@feedback.example.net", to, "FW: complaint"
     report.attach(MIMEText("This is an email abuse report.\n"))
     feedback = MIMEBase("message", "feedback-report")
-    feedback.set_payload(f"Feedback-Type: abuse\nUser-Agent: ExampleFBL/1.0\nVersion: 1\nOriginal-Rcpt-To: {recipient}\n")
+    feedback.set_payload(
+        f"Feedback-Type: abuse\nUser-Agent: ExampleFBL/1.0\nVersion: 1\nOriginal-Rcpt-To: {recipient}\n"
+    )
     report.attach(feedback)
     original = plain_mail(sender=message.from_address, to=recipient, subject=message.subject, text="Hello")
     del original["Message-ID"]

@@ -105,7 +105,11 @@ def test_a_hard_bounce_marks_the_message_bounced_and_suppresses_the_address(inbo
 
 def test_a_delay_report_is_recorded_as_an_event_only(inbound, domain):
     message = sent_message(domain, recipient="slow@example.org")
-    deliver(inbound, dsn(message=message, recipient="slow@example.org", action="delayed", status="4.2.2"), to=verp_address(message))
+    deliver(
+        inbound,
+        dsn(message=message, recipient="slow@example.org", action="delayed", status="4.2.2"),
+        to=verp_address(message),
+    )
 
     message.refresh_from_db()
     assert message.status == Status.DELIVERED
@@ -140,7 +144,7 @@ def test_crossing_the_bounce_rate_pauses_the_domain_and_sends_get_503(inbound, w
     deliver(inbound, dsn(message=delivered[1], recipient="user1@example.org"), to=verp_address(delivered[1]))
     domain.refresh_from_db()
     assert (domain.sending_paused, domain.auto_paused, domain.paused_by) == (True, True, "safeguard")
-    assert "bounce rate 10.00% (2 of the last 20 sends)" in domain.pause_reason
+    assert "bounce rate 10% (2 of the last 20 sends) is over the 5% limit" in domain.pause_reason
 
     send = httpx.post(
         f"{web}/v1/send",

@@ -32,5 +32,5 @@ class Command(ServiceCommand):
             verb = "Suppressed" if created else f"Already suppressed ({entry.reason}):"
             self.stdout.write(f"{verb} {entry.address} for {domain.name}")
         else:
-            suppression_remove(domain=domain, address=address)
-            self.stdout.write(f"Removed {address.strip().lower()} from the suppressions of {domain.name}")
+            removed = suppression_remove(domain=domain, address=address)
+            self.stdout.write(f"Removed {removed} from the suppressions of {domain.name}")
