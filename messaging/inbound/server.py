@@ -22,6 +22,8 @@ from messaging.inbound.services import RouteKind, inbound_deliver, recipient_rou
 
 logger = logging.getLogger(__name__)
 
+MAX_RECIPIENTS = 100  # per transaction: the minimum RFC 5321 requires; senders retry the rest later
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -47,6 +49,8 @@ class InboundHandler:
     async def handle_RCPT(  # noqa: N802 - the aiosmtpd hook name
         self, server: SMTP, session: Session, envelope: Envelope, address: str, rcpt_options: list[str]
     ) -> str:
+        if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
+            return "452 4.5.3 Too many recipients"
         try:
             route = await _route(address=address)
         except Exception:
@@ -59,9 +63,7 @@ class InboundHandler:
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
-        raw = envelope.original_content or envelope.content or b""
-        if isinstance(raw, str):
-            raw = raw.encode("utf-8", errors="surrogateescape")
+        raw = envelope.original_content or b""  # bytes: the server runs with decode_data=False
         try:
             await _deliver(envelope_from=envelope.mail_from or "", recipients=list(envelope.rcpt_tos), raw=raw)
         except Exception:

@@ -15,6 +15,7 @@ from enum import StrEnum
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from domains.models import Domain
 from domains.safeguards import safeguard_check
@@ -123,7 +124,7 @@ def _apply(*, message: Message, recipient: RecipientReport) -> None:
     )
     if recipient.outcome in _NEXT_STATUS:
         status, from_statuses = _NEXT_STATUS[recipient.outcome]
-        Message.objects.filter(pk=message.pk, status__in=from_statuses).update(status=status)
+        Message.objects.filter(pk=message.pk, status__in=from_statuses).update(status=status, updated_at=timezone.now())
         if address:
             suppression_add(
                 domain=message.domain,

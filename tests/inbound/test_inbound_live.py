@@ -152,3 +152,25 @@ def test_crossing_the_bounce_rate_pauses_the_domain_and_sends_get_503(inbound, w
         json={"from": "a@acme.example.com", "to": "b@example.org", "subject": "Hi", "text": "Hello"},
     )
     assert (send.status_code, send.json()["error"]["code"]) == (503, "SendingPaused")
+
+
+def test_undeclared_8bit_mail_is_accepted_and_decoded(inbound, domain):
+    raw = "From: Zoë <zoe@example.org>\r\nTo: help@acme.example.com\r\nSubject: Café ☕\r\n\r\nçà va\r\n".encode()
+    with smtplib.SMTP("127.0.0.1", inbound, timeout=10) as smtp:
+        smtp.sendmail("zoe@example.org", ["help@acme.example.com"], raw)
+    stored = Message.objects.get()
+    assert (stored.from_address, stored.subject, stored.text, bytes(stored.raw)) == (
+        "Zoë <zoe@example.org>",
+        "Café ☕",
+        "çà va\r\n",
+        raw,
+    )
+
+
+def test_a_transaction_takes_at_most_100_recipients(inbound, domain):
+    recipients = [f"user{n}@acme.example.com" for n in range(101)]
+    mail = plain_mail(sender="a@example.org", to="list@acme.example.com", subject="many", text="x")
+    with smtplib.SMTP("127.0.0.1", inbound, timeout=10) as smtp:
+        refused = smtp.sendmail("a@example.org", recipients, wire_bytes(mail))
+    assert refused == {"user100@acme.example.com": (452, b"4.5.3 Too many recipients")}
+    assert len(Message.objects.get().to) == 100
