@@ -9,6 +9,7 @@ The ORM is synchronous, so each database step runs in a worker thread, off the e
 import asyncio
 import logging
 import signal
+import socket
 from collections.abc import Callable
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
@@ -80,7 +81,8 @@ async def serve(*, host: str, port: int, ready: Callable[[], None] = lambda: Non
         SMTP,
         InboundHandler(),
         data_size_limit=settings.MAILSERVICE_INBOUND_MAX_BYTES,
-        hostname=settings.MAILSERVICE_INBOUND_HOSTNAME,
+        # aiosmtpd would look the FQDN up again for every connection.
+        hostname=settings.MAILSERVICE_INBOUND_HOSTNAME or socket.getfqdn(),
         enable_SMTPUTF8=True,
         decode_data=False,
     )
