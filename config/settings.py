@@ -186,5 +186,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.request": {"level": "ERROR"}},
+    # aiosmtpd traces every SMTP command at INFO; the inbound server logs what it decides itself.
+    "loggers": {"django.request": {"level": "ERROR"}, "mail.log": {"level": env_str("SMTP_LOG_LEVEL", "WARNING")}},
 }

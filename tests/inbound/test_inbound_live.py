@@ -6,13 +6,14 @@ from email.message import Message as EmailMessage
 
 import httpx
 import pytest
+from django.db import connection, transaction
 
 from apikeys.models import ApiKey
 from domains.models import Domain
 from messaging.models import EventType, Message, Status, Suppression
 from tests.factories import DomainFactory, MessageFactory
 from tests.inbound.mail import RETURN_PATH_DOMAIN, arf, dsn, plain_mail, verp_address, wire_bytes
-from tests.live import inbound_smtp_server, web_server
+from tests.live import inbound_smtp_server, test_database_url, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -174,3 +175,21 @@ def test_a_transaction_takes_at_most_100_recipients(inbound, domain):
         refused = smtp.sendmail("a@example.org", recipients, wire_bytes(mail))
     assert refused == {"user100@acme.example.com": (452, b"4.5.3 Too many recipients")}
     assert len(Message.objects.get().to) == 100
+
+
+def test_mail_that_cannot_be_stored_gets_451_and_is_stored_when_resent(domain):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL table locks")
+    # The server gives up on a statement after 300 ms; holding a lock on the message table makes storing fail.
+    database_url = f"{test_database_url()}?options=-c%20statement_timeout%3D300"
+    mail = plain_mail(sender="a@example.org", to="help@acme.example.com", subject="retry me", text="x")
+    with inbound_smtp_server(DATABASE_URL=database_url) as port, smtplib.SMTP("127.0.0.1", port, timeout=10) as smtp:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("LOCK TABLE messaging_message IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(smtplib.SMTPDataError) as refused:
+                smtp.sendmail("a@example.org", ["help@acme.example.com"], wire_bytes(mail))
+        assert refused.value.smtp_code == 451
+        assert not Message.objects.exists()
+
+        smtp.sendmail("a@example.org", ["help@acme.example.com"], wire_bytes(mail))
+    assert Message.objects.get().subject == "retry me"
