@@ -32,6 +32,10 @@ lint: install
 test: install lint
 	$(BIN)/pytest
 
+# The MX for verified domains and the return-path domain (bounces, complaints).
+inbound: install
+	$(BIN)/python manage.py run_inbound_smtp --host $${INBOUND_HOST:-127.0.0.1} --port $${INBOUND_PORT:-2525}
+
 worker: install
 	$(BIN)/celery -A config worker --loglevel INFO
 

@@ -1,10 +1,14 @@
 """Typed readers for settings that come from the environment (read only in settings.py)."""
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+
+T = TypeVar("T")
 
 
 def env_str(name: str, default: str | None = None) -> str | None:
@@ -23,14 +27,22 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, got {value!r}")
 
 
-def env_int(name: str, default: int) -> int:
+def _env_number(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
     value = env_str(name)
     if value is None:
         return default
     try:
-        return int(value)
+        return parse(value)
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+        raise ImproperlyConfigured(f"{name} must be {what}, got {value!r}") from None
+
+
+def env_int(name: str, default: int) -> int:
+    return _env_number(name, default, int, "an integer")
+
+
+def env_float(name: str, default: float) -> float:
+    return _env_number(name, default, float, "a number")
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

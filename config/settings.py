@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import database_from_url, env_bool, env_int, env_list, env_str
+from config.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("MAILSERVICE_VAR_DIR", str(BASE_DIR / "var")))
@@ -159,6 +159,19 @@ EMAIL_URL = env_str("EMAIL_URL")
 MAILSERVICE_OUTBOX_DIR = VAR_DIR / "outbox"
 MAILSERVICE_RETURN_PATH_DOMAIN = env_str("MAILSERVICE_RETURN_PATH_DOMAIN")
 
+# Inbound SMTP (manage.py run_inbound_smtp): the size cap is advertised with the SIZE extension.
+MAILSERVICE_INBOUND_MAX_BYTES = env_int("MAILSERVICE_INBOUND_MAX_BYTES", 25 * 1024 * 1024)
+MAILSERVICE_INBOUND_HOSTNAME = env_str("MAILSERVICE_INBOUND_HOSTNAME")  # the banner name; default: the FQDN
+
+# Safeguards: a domain is paused when, over its most recent sends (at most WINDOW_SENDS, none older
+# than WINDOW_HOURS), the bounce or complaint rate is over the limit. Below MIN_SENDS sends in the
+# window nothing is paused, so one early bounce cannot stop a new domain.
+MAILSERVICE_SAFEGUARD_WINDOW_SENDS = env_int("MAILSERVICE_SAFEGUARD_WINDOW_SENDS", 500)
+MAILSERVICE_SAFEGUARD_WINDOW_HOURS = env_int("MAILSERVICE_SAFEGUARD_WINDOW_HOURS", 24)
+MAILSERVICE_SAFEGUARD_MIN_SENDS = env_int("MAILSERVICE_SAFEGUARD_MIN_SENDS", 20)
+MAILSERVICE_BOUNCE_RATE_LIMIT = env_float("MAILSERVICE_BOUNCE_RATE_LIMIT", 0.05)
+MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT", 0.001)
+
 # --- Celery -----------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 # Without a broker (the embedded default) tasks run in-process once the send has committed.
@@ -175,5 +188,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.request": {"level": "ERROR"}},
+    # aiosmtpd traces every SMTP command at INFO; the inbound server logs what it decides itself.
+    "loggers": {"django.request": {"level": "ERROR"}, "mail.log": {"level": env_str("SMTP_LOG_LEVEL", "WARNING")}},
 }

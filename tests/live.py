@@ -1,15 +1,16 @@
-"""Real processes for black-box tests: the web server (and, later, workers) on the test database.
+"""Real processes for black-box tests: the web server, the inbound SMTP server (and workers) on the test database.
 
 Tests that use these need `transactional_db`, so what they create is committed and visible
 to the child processes, which are pointed at the same test database and Redis.
 """
 
 import os
+import smtplib
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -69,35 +70,33 @@ def _answers(url: str) -> bool:
     return True
 
 
+def _serves_smtp(port: int) -> bool:
+    try:
+        with smtplib.SMTP("127.0.0.1", port, timeout=1) as smtp:
+            return smtp.noop()[0] == 250
+    except (OSError, smtplib.SMTPException):
+        return False
+
+
 @contextmanager
-def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
-    """gunicorn serving the project on a free loopback port; yields the base URL."""
+def _child(command: list[str], *, name: str, ready: Callable[[int], bool], env: dict[str, str]) -> Iterator[int]:
+    """A child process serving on a free loopback port (passed as {port} in the command); yields the port."""
     port = free_port()
-    log = open(ROOT / "var" / f"web-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
+    log = open(ROOT / "var" / f"{name}-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
     process = subprocess.Popen(
-        [
-            str(BIN / "gunicorn"),
-            "config.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--access-logfile",
-            "-",
-        ],
+        [part.format(port=port) for part in command],
         cwd=ROOT,
         env=child_env(**env),
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    base_url = f"http://127.0.0.1:{port}"
     try:
         wait_until(
-            lambda: process.poll() is None and _answers(base_url + "/v1/openapi.json"),
+            lambda: process.poll() is None and ready(port),
             timeout=30,
-            message=f"gunicorn on {base_url} (log: {log.name})",
+            message=f"{name} on port {port} (log: {log.name})",
         )
-        yield base_url
+        yield port
     finally:
         process.terminate()
         try:
@@ -106,3 +105,21 @@ def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
             process.kill()
             process.wait()
         log.close()
+
+
+@contextmanager
+def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
+    """gunicorn serving the project on a free loopback port; yields the base URL."""
+    command = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}", "--workers", str(workers)]
+    command += ["--access-logfile", "-"]
+    ready = lambda port: _answers(f"http://127.0.0.1:{port}/v1/openapi.json")  # noqa: E731
+    with _child(command, name="web", ready=ready, env=env) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def inbound_smtp_server(**env: str) -> Iterator[int]:
+    """`manage.py run_inbound_smtp` on a free loopback port; yields the port."""
+    command = [sys.executable, "manage.py", "run_inbound_smtp", "--host", "127.0.0.1", "--port", "{port}"]
+    with _child(command, name="inbound", ready=_serves_smtp, env=env) as port:
+        yield port

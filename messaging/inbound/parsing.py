@@ -1,0 +1,171 @@
+"""Decode a message as it arrived on the wire into the fields we store, whatever its state.
+
+Real mail is often broken: undeclared 8-bit headers, unknown or wrong charsets, truncated MIME.
+Nothing here raises on bad input; each step falls back to a lossy but readable decoding, and the
+raw bytes are stored next to the result for whoever needs the exact source.
+"""
+
+import codecs
+import email
+import email.policy
+import re
+from dataclasses import dataclass
+from email.header import Header, decode_header
+from email.message import Message as EmailMessage
+from email.utils import getaddresses
+from html.parser import HTMLParser
+
+_FALLBACK_CHARSETS = ("utf-8", "cp1252")
+
+
+def parse_bytes(raw: bytes) -> EmailMessage:
+    """The compat32 parser never raises on malformed input; it records defects instead."""
+    return email.message_from_bytes(raw, policy=email.policy.compat32)
+
+
+def decode_bytes(data: bytes, charset: str | None = None) -> str:
+    """The declared charset if it exists and fits, else UTF-8, else Windows-1252 (which never fails)."""
+    candidates = [charset] if charset else []
+    for candidate in [*candidates, *_FALLBACK_CHARSETS]:
+        try:
+            codecs.lookup(candidate)
+            return data.decode(candidate)
+        except (LookupError, UnicodeDecodeError):
+            continue
+    return data.decode("cp1252", errors="replace")
+
+
+def _raw_header_text(value: str) -> str:
+    """compat32 keeps undeclared 8-bit header bytes as surrogate escapes; decode them for real."""
+    try:
+        return decode_bytes(value.encode("ascii", errors="surrogateescape"))
+    except UnicodeEncodeError:
+        return value.encode("utf-8", errors="replace").decode("utf-8")
+
+
+def storable(text: str) -> str:
+    """PostgreSQL text cannot hold NUL characters, which broken mail does contain."""
+    return text.replace("\x00", "")
+
+
+def decode_header_value(value: str | Header | None) -> str:
+    """An unfolded header as text: RFC 2047 encoded words decoded, 8-bit bytes guessed."""
+    if value is None:
+        return ""
+    if isinstance(value, Header):
+        # compat32 wraps undeclared 8-bit header bytes in a Header with the `unknown-8bit` charset.
+        chunks = decode_header(value)
+        text = "".join(chunk if isinstance(chunk, str) else decode_bytes(chunk, charset) for chunk, charset in chunks)
+    else:
+        text = _raw_header_text(value)
+    text = re.sub(r"\r?\n[ \t]+", " ", text)
+    if "=?" not in text:
+        return text.strip()
+    try:
+        chunks = decode_header(text)
+    except Exception:  # noqa: BLE001 - a malformed encoded word: keep the header as it came
+        return text.strip()
+    parts = [chunk if isinstance(chunk, str) else decode_bytes(chunk, charset) for chunk, charset in chunks]
+    return "".join(parts).strip()
+
+
+def header(message: EmailMessage, name: str) -> str:
+    return decode_header_value(message.get(name))
+
+
+def addresses(message: EmailMessage, *names: str) -> list[str]:
+    """Lower-case bare addresses found in the given headers."""
+    found = []
+    for name in names:
+        values = [decode_header_value(value) for value in message.get_all(name, [])]
+        for _, address in getaddresses(values):
+            if "@" in address:
+                found.append(address.strip().lower())
+    return found
+
+
+def part_text(part: EmailMessage) -> str | None:
+    """A non-multipart part's content as text, transfer encoding and charset undone as far as possible."""
+    if part.is_multipart():
+        return None
+    payload = part.get_payload(decode=True)
+    if payload is None:
+        inner = part.get_payload()
+        if isinstance(inner, list):
+            return "\n\n".join(str(item) for item in inner)
+        return str(inner) if inner else None
+    return decode_bytes(payload, part.get_content_charset())
+
+
+class _TextExtractor(HTMLParser):
+    _SKIPPED = {"script", "style", "head", "title"}
+    _BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "table", "ul", "ol", "blockquote"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.chunks: list[str] = []
+        self._skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._SKIPPED:
+            self._skipping += 1
+        elif tag in self._BLOCKS:
+            self.chunks.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._SKIPPED:
+            self._skipping = max(0, self._skipping - 1)
+        elif tag in self._BLOCKS:
+            self.chunks.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skipping:
+            self.chunks.append(data)
+
+
+def html_to_text(html: str) -> str:
+    extractor = _TextExtractor()
+    extractor.feed(html)
+    extractor.close()
+    lines = (re.sub(r"[ \t\r\f\v\xa0]+", " ", line).strip() for line in "".join(extractor.chunks).split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _inline_parts(message: EmailMessage, content_type: str) -> list[EmailMessage]:
+    return [
+        part
+        for part in message.walk()
+        if part.get_content_type() == content_type and part.get_content_disposition() != "attachment"
+    ]
+
+
+def body_text(message: EmailMessage) -> str | None:
+    """The first text/plain part, else the first HTML part as text, else None."""
+    for part in _inline_parts(message, "text/plain"):
+        text = part_text(part)
+        if text is not None:
+            return text
+    for part in _inline_parts(message, "text/html"):
+        html = part_text(part)
+        if html is not None:
+            return html_to_text(html)
+    return None
+
+
+@dataclass(frozen=True)
+class ReceivedMail:
+    from_address: str
+    subject: str
+    text: str | None
+    message_id: str
+
+
+def parse_received(raw: bytes) -> ReceivedMail:
+    message = parse_bytes(raw)
+    text = body_text(message)
+    return ReceivedMail(
+        from_address=storable(header(message, "From")),
+        subject=storable(header(message, "Subject")),
+        text=storable(text) if text is not None else None,
+        message_id=storable(header(message, "Message-ID")),
+    )

@@ -1,0 +1,96 @@
+"""The inbound SMTP server (aiosmtpd): the MX for verified domains and for the return-path domain.
+
+Recipients are checked at RCPT, so mail for anyone else is refused before any data is sent and
+the server can never be used as a relay. A message is answered 250 only after it is committed to
+the database; if storing fails the answer is 451 and the sending MTA tries again later.
+The ORM is synchronous, so each database step runs in a worker thread, off the event loop.
+"""
+
+import asyncio
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from functools import partial
+from typing import Any, ParamSpec, TypeVar
+
+from aiosmtpd.smtp import SMTP, Envelope, Session
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+
+from messaging.inbound.services import RouteKind, inbound_deliver, recipient_route
+
+logger = logging.getLogger(__name__)
+
+MAX_RECIPIENTS = 100  # per transaction: the minimum RFC 5321 requires; senders retry the rest later
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _in_thread(function: Callable[P, R]) -> Callable[P, Any]:
+    """Run an ORM call in a worker thread, with a healthy connection (as Django does around a request)."""
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        close_old_connections()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(run, thread_sensitive=False)
+
+
+_route = _in_thread(recipient_route)
+_deliver = _in_thread(inbound_deliver)
+
+
+class InboundHandler:
+    async def handle_RCPT(  # noqa: N802 - the aiosmtpd hook name
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, rcpt_options: list[str]
+    ) -> str:
+        if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
+            return "452 4.5.3 Too many recipients"
+        try:
+            route = await _route(address=address)
+        except Exception:
+            logger.exception("inbound: could not check recipient %s", address)
+            return "451 4.3.0 Temporary failure, try again later"
+        if route.kind == RouteKind.REFUSED:
+            logger.info("inbound: refused recipient %s from %s", address, session.peer)
+            return f"550 5.7.1 <{address}>: relay access denied, no such domain here"
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
+        raw = envelope.original_content or b""  # bytes: the server runs with decode_data=False
+        try:
+            await _deliver(envelope_from=envelope.mail_from or "", recipients=list(envelope.rcpt_tos), raw=raw)
+        except Exception:
+            logger.exception("inbound: could not store mail from <%s> to %s", envelope.mail_from, envelope.rcpt_tos)
+            return "451 4.3.0 Temporary failure storing the message, try again later"
+        logger.info("inbound: accepted %d bytes from <%s> to %s", len(raw), envelope.mail_from, envelope.rcpt_tos)
+        return "250 2.0.0 OK: queued"
+
+
+async def serve(*, host: str, port: int, ready: Callable[[], None] = lambda: None) -> None:
+    """Serve until SIGTERM or SIGINT, then stop accepting and let open sessions finish."""
+    loop = asyncio.get_running_loop()
+    factory = partial(
+        SMTP,
+        InboundHandler(),
+        data_size_limit=settings.MAILSERVICE_INBOUND_MAX_BYTES,
+        # aiosmtpd would look the FQDN up again for every connection.
+        hostname=settings.MAILSERVICE_INBOUND_HOSTNAME or socket.getfqdn(),
+        enable_SMTPUTF8=True,
+        decode_data=False,
+    )
+    server = await loop.create_server(factory, host=host, port=port)
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    ready()
+    await stop.wait()
+    server.close()
+    await server.wait_closed()

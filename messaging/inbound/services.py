@@ -1,0 +1,180 @@
+"""What the inbound SMTP server does with mail: route recipients, store received mail, apply reports.
+
+Three kinds of recipient are accepted:
+- an address on a verified domain: the mail is stored as a `received` message of that domain;
+- the VERP return path `bounces+<message id>@<return-path domain>`: the mail is a bounce or a
+  complaint about that sent message;
+- any other address at the return-path domain (e.g. the address registered with a provider's
+  feedback loop): a report matched to a sent message by the Message-ID it quotes.
+Everything else is refused at RCPT, so the server never relays.
+"""
+
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from domains.models import Domain
+from domains.safeguards import safeguard_check
+from mailservice.mailbox import address_of
+from messaging.inbound.parsing import parse_received
+from messaging.inbound.reports import Outcome, RecipientReport, Report, classify
+from messaging.models import Direction, EventType, Message, MessageEvent, Status, SuppressionReason
+from messaging.suppressions import suppression_add
+
+logger = logging.getLogger(__name__)
+
+VERP_PREFIX = "bounces"
+
+
+class RouteKind(StrEnum):
+    RECEIVED = "received"
+    REPORT = "report"
+    REFUSED = "refused"
+
+
+@dataclass(frozen=True)
+class Route:
+    kind: RouteKind
+    domain: Domain | None = None  # the receiving domain (RECEIVED)
+    verp_id: str = ""  # the message id in a VERP address (REPORT)
+
+
+def _split(address: str) -> tuple[str, str]:
+    local, _, domain = address.strip().strip("<>").rpartition("@")
+    return local, domain.rstrip(".").lower()
+
+
+def recipient_route(*, address: str) -> Route:
+    local, domain_name = _split(address)
+    if not local or not domain_name:
+        return Route(RouteKind.REFUSED)
+    return_path_domain = (settings.MAILSERVICE_RETURN_PATH_DOMAIN or "").lower()
+    tag, plus, verp_id = local.lower().partition("+")
+    if domain_name == return_path_domain and tag == VERP_PREFIX:
+        return Route(RouteKind.REPORT, verp_id=verp_id if plus else "")
+    domain = Domain.objects.filter(name=domain_name, verified=True).first()
+    if domain is not None:
+        return Route(RouteKind.RECEIVED, domain=domain)
+    if domain_name == return_path_domain:
+        return Route(RouteKind.REPORT)
+    return Route(RouteKind.REFUSED)
+
+
+def _store_received(*, domain: Domain, recipients: list[str], envelope_from: str, raw: bytes) -> Message:
+    parsed = parse_received(raw)
+    message = Message.objects.create(
+        domain=domain,
+        direction=Direction.RECEIVED,
+        status=Status.RECEIVED,
+        from_address=parsed.from_address or envelope_from,
+        to=recipients,
+        subject=parsed.subject,
+        text=parsed.text,
+        message_id_header=parsed.message_id[:255],
+        envelope_from=envelope_from,
+        raw=raw,
+    )
+    MessageEvent.objects.create(message=message, type=EventType.RECEIVED, detail=f"envelope from <{envelope_from}>")
+    return message
+
+
+def _reported_message(*, verp_id: str, original_message_id: str) -> Message | None:
+    sent = Message.objects.select_related("domain").filter(direction=Direction.SENT)
+    if verp_id:
+        found = sent.filter(public_id=verp_id).first()
+        if found is not None:
+            return found
+    if not original_message_id:
+        return None
+    # Our Message-IDs are <{public_id}@{sender domain}>, so the id also finds it if the header was rewritten.
+    public_id = original_message_id.strip("<>").partition("@")[0].lower()
+    return (
+        sent.filter(message_id_header__iexact=original_message_id).first() or sent.filter(public_id=public_id).first()
+    )
+
+
+def _recipients_of(message: Message) -> list[str]:
+    return [address_of(mailbox).lower() for mailbox in message.to + message.cc + message.bcc]
+
+
+def _affected_recipient(message: Message, reported: str) -> str:
+    """The report's address if it was a recipient; a one-recipient message's recipient if redacted or rewritten."""
+    recipients = _recipients_of(message)
+    if reported in recipients or len(recipients) != 1:
+        return reported
+    return recipients[0]
+
+
+_NEXT_STATUS = {
+    Outcome.BOUNCE: (Status.BOUNCED, [Status.ACCEPTED, Status.DELIVERED]),
+    Outcome.COMPLAINT: (Status.COMPLAINED, [Status.ACCEPTED, Status.DELIVERED, Status.BOUNCED]),
+}
+_EVENT = {Outcome.BOUNCE: EventType.BOUNCED, Outcome.DELAY: EventType.DELAYED, Outcome.COMPLAINT: EventType.COMPLAINED}
+_SUPPRESSION_REASON = {Outcome.BOUNCE: SuppressionReason.BOUNCE, Outcome.COMPLAINT: SuppressionReason.COMPLAINT}
+
+
+def _apply(*, message: Message, recipient: RecipientReport) -> None:
+    address = _affected_recipient(message, recipient.address)
+    MessageEvent.objects.create(
+        message=message, type=_EVENT[recipient.outcome], recipient=address, detail=recipient.detail
+    )
+    if recipient.outcome in _NEXT_STATUS:
+        status, from_statuses = _NEXT_STATUS[recipient.outcome]
+        Message.objects.filter(pk=message.pk, status__in=from_statuses).update(status=status, updated_at=timezone.now())
+        if address:
+            suppression_add(
+                domain=message.domain,
+                address=address,
+                reason=_SUPPRESSION_REASON[recipient.outcome],
+                source_message=message,
+                detail=recipient.detail,
+            )
+
+
+def report_process(*, report: Report, verp_id: str, envelope_from: str, report_address: str, raw: bytes) -> None:
+    """Apply a bounce, delay or complaint to the sent message it is about.
+
+    A report about no message we know is logged and dropped: there is nothing to update and no
+    domain to show it to. Mail about a known message that is not a report (a vacation reply sent
+    to the return path, a bounce too broken to read) is kept as received mail of that domain.
+    """
+    message = _reported_message(verp_id=verp_id, original_message_id=report.original_message_id)
+    if message is None:
+        logger.warning(
+            "inbound: %s report to %s matches no sent message (Message-ID %r); dropped",
+            report.kind,
+            report_address,
+            report.original_message_id,
+        )
+        return
+    if not report.recipients:
+        kept = _store_received(domain=message.domain, recipients=[report_address], envelope_from=envelope_from, raw=raw)
+        logger.info("inbound: mail to %s about %s is not a report; kept as %s", report_address, message, kept)
+        return
+    for recipient in report.recipients:
+        _apply(message=message, recipient=recipient)
+    if report.kind != Outcome.DELAY:
+        safeguard_check(domain=message.domain)
+
+
+@transaction.atomic
+def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) -> None:
+    """Everything one accepted SMTP transaction leads to, in one transaction: all of it is stored, or none."""
+    received: dict[Domain, list[str]] = {}
+    verp_ids: dict[str, str] = {}  # one report per VERP id, even if several of its addresses were recipients
+    for address in recipients:
+        route = recipient_route(address=address)
+        if route.kind == RouteKind.RECEIVED:
+            received.setdefault(route.domain, []).append(address)
+        elif route.kind == RouteKind.REPORT:
+            verp_ids.setdefault(route.verp_id, address)
+    for domain, addresses in received.items():
+        _store_received(domain=domain, recipients=addresses, envelope_from=envelope_from, raw=raw)
+    if verp_ids:
+        report = classify(raw)
+        for verp_id, address in verp_ids.items():
+            report_process(report=report, verp_id=verp_id, envelope_from=envelope_from, report_address=address, raw=raw)
