@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import database_from_url, env_bool, env_int, env_list, env_str
+from config.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("MAILSERVICE_VAR_DIR", str(BASE_DIR / "var")))
@@ -154,8 +154,26 @@ SPECTACULAR_SETTINGS = {
 MAILSERVICE_RATE_LIMIT = env_str("MAILSERVICE_RATE_LIMIT", "120/m")
 MAILSERVICE_TRUSTED_PROXIES = env_list("MAILSERVICE_TRUSTED_PROXIES", [])
 EMAIL_URL = env_str("EMAIL_URL")
-MAILSERVICE_OUTBOX_DIR = VAR_DIR / "outbox"
+MAILSERVICE_OUTBOX_DIR = Path(env_str("MAILSERVICE_OUTBOX_DIR", str(VAR_DIR / "outbox")))
 MAILSERVICE_RETURN_PATH_DOMAIN = env_str("MAILSERVICE_RETURN_PATH_DOMAIN")
+
+# Dispatch (messaging/dispatch.py). Attempt n failing temporarily waits BASE * 2^(n-1) seconds
+# (at most BACKOFF_MAX) plus up to JITTER of that; the defaults try 6 times over about 62 minutes.
+MAILSERVICE_DISPATCH_MAX_ATTEMPTS = env_int("MAILSERVICE_DISPATCH_MAX_ATTEMPTS", 6)
+MAILSERVICE_DISPATCH_BACKOFF_BASE = env_float("MAILSERVICE_DISPATCH_BACKOFF_BASE", 120.0)
+MAILSERVICE_DISPATCH_BACKOFF_MAX = env_float("MAILSERVICE_DISPATCH_BACKOFF_MAX", 3600.0)
+MAILSERVICE_DISPATCH_BACKOFF_JITTER = env_float("MAILSERVICE_DISPATCH_BACKOFF_JITTER", 0.2)
+# A claimed message is the worker's until the lease runs out (renewed right before SMTP), so it
+# must outlast one SMTP conversation: well above MAILSERVICE_SMTP_TIMEOUT.
+MAILSERVICE_DISPATCH_LEASE_SECONDS = env_float("MAILSERVICE_DISPATCH_LEASE_SECONDS", 300.0)
+MAILSERVICE_DISPATCH_BATCH_SIZE = env_int("MAILSERVICE_DISPATCH_BATCH_SIZE", 20)
+# The sweeper runs every SWEEP_INTERVAL seconds; a first attempt counts as lost (re-enqueued)
+# once no worker has claimed it for SWEEP_GRACE seconds.
+MAILSERVICE_DISPATCH_SWEEP_INTERVAL = env_float("MAILSERVICE_DISPATCH_SWEEP_INTERVAL", 30.0)
+MAILSERVICE_DISPATCH_SWEEP_GRACE = env_float("MAILSERVICE_DISPATCH_SWEEP_GRACE", 60.0)
+MAILSERVICE_DISPATCH_SWEEP_LIMIT = env_int("MAILSERVICE_DISPATCH_SWEEP_LIMIT", 10000)
+MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
+MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 2)
 
 # --- Celery -----------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
@@ -166,6 +184,14 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# An unacknowledged task (its worker died) is redelivered after this many seconds; the
+# dispatch claim makes a redelivery of a finished or running task a no-op.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_BEAT_SCHEDULE = {
+    "dispatch-sweep": {"task": "messaging.dispatch_sweep", "schedule": MAILSERVICE_DISPATCH_SWEEP_INTERVAL},
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 LOGGING = {
     "version": 1,

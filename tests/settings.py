@@ -11,3 +11,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Live tests start child processes on the test database, so a SQLite one must be a file.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
+
+# The test process itself dispatches in-process (the live tests' children use a real broker).
+CELERY_TASK_ALWAYS_EAGER = True
