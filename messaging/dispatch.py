@@ -70,7 +70,8 @@ def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]
             ids += others.values_list("pk", flat=True)[: limit - len(ids)]
         # Conditional again: SQLite ignores FOR UPDATE, so the UPDATE itself must refuse a taken row.
         Message.objects.filter(_due(now), pk__in=ids).update(lease_expires_at=lease, attempts=F("attempts") + 1)
-    return list(Message.objects.filter(pk__in=ids, lease_expires_at=lease).select_related("domain"))
+    claimed = {m.pk: m for m in Message.objects.filter(pk__in=ids, lease_expires_at=lease).select_related("domain")}
+    return [claimed[pk] for pk in ids if pk in claimed]
 
 
 @dataclass(frozen=True)
