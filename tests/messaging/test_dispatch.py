@@ -1,10 +1,12 @@
 """Dispatch in-process: claims, retry scheduling, suppressions, pauses, the sweeper, the file outbox."""
 
+import threading
 from datetime import timedelta
 
 import dkim
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.utils import timezone
 
 from domains.services import sending_pause, sending_resume
@@ -202,3 +204,26 @@ def test_a_send_through_the_api_is_written_to_the_outbox_signed_once_committed(
     assert message.message_id_header == f"<{message.public_id}@acme.example.com>"
     data = (outbox / f"{message.public_id}.eml").read_bytes()
     assert dkim.verify(data, dnsfunc=lambda name, timeout=5: f"v=DKIM1; k=rsa; p={domain.dkim_public_key}".encode())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claimers_split_the_due_messages_without_overlap():
+    messages = [due_message() for _ in range(40)]
+    barrier = threading.Barrier(4)
+    claims: list[set[int]] = []
+
+    def claimer() -> None:
+        barrier.wait()
+        try:
+            claims.append({m.pk for m in dispatch_claim(limit=15)})
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claimer) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sum(len(claim) for claim in claims) == len(set().union(*claims)) == len(messages)
+    assert set(Message.objects.values_list("attempts", flat=True)) == {1}
