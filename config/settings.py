@@ -189,7 +189,12 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 # dispatch claim makes a redelivery of a finished or running task a no-op.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
 CELERY_BEAT_SCHEDULE = {
-    "dispatch-sweep": {"task": "messaging.dispatch_sweep", "schedule": MAILSERVICE_DISPATCH_SWEEP_INTERVAL},
+    # A sweep still queued when the next one is due is dropped rather than run late.
+    "dispatch-sweep": {
+        "task": "messaging.dispatch_sweep",
+        "schedule": MAILSERVICE_DISPATCH_SWEEP_INTERVAL,
+        "options": {"expires": MAILSERVICE_DISPATCH_SWEEP_INTERVAL},
+    },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

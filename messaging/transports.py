@@ -99,7 +99,10 @@ class RelayConfig:
         parts = urlsplit(url)
         security = {"smtp": "starttls-optional", "smtp+tls": "starttls", "smtps": "tls"}.get(parts.scheme)
         if security is None or not parts.hostname:
-            raise ImproperlyConfigured(f"EMAIL_URL must be smtp://, smtp+tls:// or smtps://host:port, got {url!r}")
+            # Only the scheme in the message: the URL may carry the relay password.
+            raise ImproperlyConfigured(
+                f"EMAIL_URL must be smtp://, smtp+tls:// or smtps:// with a host (got a {parts.scheme or 'no'} scheme)"
+            )
         return cls(
             host=parts.hostname,
             port=parts.port or (465 if security == "tls" else 25),

@@ -202,6 +202,7 @@ class Received:
     mail_from: str
     rcpt_tos: list[str]
     data: bytes
+    peer: tuple[str, int]  # the client's address: one per SMTP connection
 
 
 @dataclass
@@ -242,7 +243,7 @@ class SmtpSink:
             await asyncio.sleep(0.05)
         if self.behaviour.data_replies:
             return self.behaviour.data_replies.pop(0)
-        self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
+        self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), envelope.content, session.peer))
         return "250 2.0.0 OK: queued"
 
 
