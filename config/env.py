@@ -2,9 +2,12 @@
 
 import os
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+
+Number = TypeVar("Number", int, float)
 
 
 def env_str(name: str, default: str | None = None) -> str | None:
@@ -23,24 +26,22 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, got {value!r}")
 
 
-def env_int(name: str, default: int) -> int:
+def _env_number(name: str, default: Number, parse: type[Number], kind: str) -> Number:
     value = env_str(name)
     if value is None:
         return default
     try:
-        return int(value)
+        return parse(value)
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+        raise ImproperlyConfigured(f"{name} must be {kind}, got {value!r}") from None
+
+
+def env_int(name: str, default: int) -> int:
+    return _env_number(name, default, int, "an integer")
 
 
 def env_float(name: str, default: float) -> float:
-    value = env_str(name)
-    if value is None:
-        return default
-    try:
-        return float(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from None
+    return _env_number(name, default, float, "a number")
 
 
 def env_list(name: str, default: list[str]) -> list[str]:
