@@ -73,17 +73,21 @@ def test_a_claim_takes_a_batch_with_the_requested_message_first(settings):
 
 
 @pytest.mark.parametrize("scope", ["domain", "global"])
-def test_nothing_is_claimed_while_sending_is_paused_and_everything_after_resume(scope):
-    message = due_message()
+def test_a_pause_holds_queued_messages_and_the_sweeper_sends_them_after_resume(scope, outbox):
+    message = MessageFactory(next_attempt_at=timezone.now() - timedelta(minutes=5))
     target = message.domain if scope == "domain" else None
     sending_pause(domain=target, actor="ops", reason="test")
 
-    assert dispatch_claim(limit=10) == []
-    assert dispatch_sweep(enqueue=lambda: None) == 0
+    assert dispatch_batch(public_id=message.public_id) == 0
+    assert dispatch_sweep(enqueue=lambda: pytest.fail("nothing is due while paused")) == 0
+    message.refresh_from_db()
+    assert (message.status, message.attempts, list(outbox.iterdir())) == (Status.ACCEPTED, 0, [])
 
     sending_resume(domain=target)
-    message.domain.refresh_from_db()
-    assert [m.pk for m in dispatch_claim(limit=10)] == [message.pk]
+    call_command("dispatch_pending")
+    message.refresh_from_db()
+    assert message.status == Status.DELIVERED
+    assert (outbox / f"{message.public_id}.eml").exists()
 
 
 def test_the_default_retry_schedule_spans_more_than_an_hour_over_at_least_five_attempts(settings):
