@@ -1,13 +1,14 @@
 """Typed readers for settings that come from the environment (read only in settings.py)."""
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
-Number = TypeVar("Number", int, float)
+T = TypeVar("T")
 
 
 def env_str(name: str, default: str | None = None) -> str | None:
@@ -26,14 +27,14 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, got {value!r}")
 
 
-def _env_number(name: str, default: Number, parse: type[Number], kind: str) -> Number:
+def _env_number(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
     value = env_str(name)
     if value is None:
         return default
     try:
         return parse(value)
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be {kind}, got {value!r}") from None
+        raise ImproperlyConfigured(f"{name} must be {what}, got {value!r}") from None
 
 
 def env_int(name: str, default: int) -> int:

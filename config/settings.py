@@ -154,10 +154,21 @@ SPECTACULAR_SETTINGS = {
 MAILSERVICE_RATE_LIMIT = env_str("MAILSERVICE_RATE_LIMIT", "120/m")
 MAILSERVICE_TRUSTED_PROXIES = env_list("MAILSERVICE_TRUSTED_PROXIES", [])
 EMAIL_URL = env_str("EMAIL_URL")
-MAILSERVICE_OUTBOX_DIR = Path(env_str("MAILSERVICE_OUTBOX_DIR", str(VAR_DIR / "outbox")))
+MAILSERVICE_OUTBOX_DIR = VAR_DIR / "outbox"
 MAILSERVICE_RETURN_PATH_DOMAIN = env_str("MAILSERVICE_RETURN_PATH_DOMAIN")
 
-# Dispatch (messaging/dispatch.py). Attempt n failing temporarily waits BASE * 2^(n-1) seconds
+# --- Celery -----------------------------------------------------------------------------
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+# Without a broker (the embedded default) tasks run in-process once the send has committed.
+CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+CELERY_TASK_EAGER_PROPAGATES = False
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Dispatch (messaging/dispatch.py) -------------------------------------------------------
+# Attempt n failing temporarily waits BASE * 2^(n-1) seconds
 # (at most BACKOFF_MAX) plus up to JITTER of that; the defaults try 6 times over about 62 minutes.
 MAILSERVICE_DISPATCH_MAX_ATTEMPTS = env_int("MAILSERVICE_DISPATCH_MAX_ATTEMPTS", 6)
 MAILSERVICE_DISPATCH_BACKOFF_BASE = env_float("MAILSERVICE_DISPATCH_BACKOFF_BASE", 120.0)
@@ -174,16 +185,7 @@ MAILSERVICE_DISPATCH_SWEEP_GRACE = env_float("MAILSERVICE_DISPATCH_SWEEP_GRACE",
 MAILSERVICE_DISPATCH_SWEEP_LIMIT = env_int("MAILSERVICE_DISPATCH_SWEEP_LIMIT", 10000)
 MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
 MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 2)
-
-# --- Celery -----------------------------------------------------------------------------
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
-# Without a broker (the embedded default) tasks run in-process once the send has committed.
-CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
-CELERY_TASK_EAGER_PROPAGATES = False
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Tests give each web/worker pair a queue of its own.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 # An unacknowledged task (its worker died) is redelivered after this many seconds; the
 # dispatch claim makes a redelivery of a finished or running task a no-op.

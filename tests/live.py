@@ -1,4 +1,4 @@
-"""Real processes for black-box tests: the web server, Celery workers, Redis, an SMTP sink.
+"""Real processes for black-box tests: the web server (and, later, workers) on the test database.
 
 Tests that use these need `transactional_db`, so what they create is committed and visible
 to the child processes, which are pointed at the same test database and Redis.
@@ -26,7 +26,8 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-LOG_DIR = ROOT / "var"
+LOG_DIR = ROOT / "var"  # the child processes' logs
+LOG_DIR.mkdir(exist_ok=True)
 
 
 def free_port() -> int:
@@ -70,14 +71,6 @@ def wait_until(predicate, *, timeout: float, interval: float = 0.05, message: st
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
 
 
-def _answers(url: str) -> bool:
-    try:
-        httpx.get(url, timeout=1)
-    except httpx.TransportError:
-        return False
-    return True
-
-
 def _stop(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> None:
     """Signal the process group (a worker's pool children and embedded beat included) and reap it."""
     with suppress(ProcessLookupError):
@@ -87,42 +80,6 @@ def _stop(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-
-
-@contextmanager
-def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
-    """gunicorn serving the project on a free loopback port; yields the base URL."""
-    port = free_port()
-    LOG_DIR.mkdir(exist_ok=True)
-    log = open(LOG_DIR / f"web-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
-    process = subprocess.Popen(
-        [
-            str(BIN / "gunicorn"),
-            "config.wsgi",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            str(workers),
-            "--access-logfile",
-            "-",
-        ],
-        cwd=ROOT,
-        env=child_env(**env),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(
-            lambda: process.poll() is None and _answers(base_url + "/v1/openapi.json"),
-            timeout=30,
-            message=f"gunicorn on {base_url} (log: {log.name})",
-        )
-        yield base_url
-    finally:
-        _stop(process)
-        log.close()
 
 
 class CeleryWorker:
@@ -257,3 +214,50 @@ def smtp_sink() -> Iterator[SmtpSink]:
         if sink.behaviour.hold is not None:
             sink.behaviour.hold.set()
         sink.controller.stop()
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=1)
+    except httpx.TransportError:
+        return False
+    return True
+
+
+@contextmanager
+def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
+    """gunicorn serving the project on a free loopback port; yields the base URL."""
+    port = free_port()
+    log = open(ROOT / "var" / f"web-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
+    process = subprocess.Popen(
+        [
+            str(BIN / "gunicorn"),
+            "config.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--access-logfile",
+            "-",
+        ],
+        cwd=ROOT,
+        env=child_env(**env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(
+            lambda: process.poll() is None and _answers(base_url + "/v1/openapi.json"),
+            timeout=30,
+            message=f"gunicorn on {base_url} (log: {log.name})",
+        )
+        yield base_url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
