@@ -26,6 +26,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from domains.selectors import global_sending_paused
+from mailservice.mailbox import address_of
 from messaging.dkim import dkim_sign
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression
@@ -81,13 +82,12 @@ class Outcome:
     last_error: str = ""
 
 
-def _recipients(message: Message) -> list[str]:
-    """Envelope recipients: To, Cc and Bcc, each address once."""
-    seen: dict[str, str] = {}
+def _recipients(message: Message) -> dict[str, str]:
+    """Envelope recipients (To, Cc, Bcc), each address once: {as the suppression list keys it: as sent}."""
+    recipients: dict[str, str] = {}
     for mailbox in [*message.to, *message.cc, *message.bcc]:
-        address = bare_address(mailbox)
-        seen.setdefault(address.lower(), address)
-    return list(seen.values())
+        recipients.setdefault(address_of(mailbox).lower(), bare_address(mailbox))
+    return recipients
 
 
 def _temporary(message: Message, error: str) -> Outcome:
@@ -108,11 +108,9 @@ def _classify(message: Message, result: SendResult) -> Outcome:
     return _temporary(message, str(result.final))
 
 
-def _suppressed(message: Message, recipients: list[str]) -> set[str]:
-    lowered = [recipient.lower() for recipient in recipients]
-    return set(
-        Suppression.objects.filter(domain_id=message.domain_id, address__in=lowered).values_list("address", flat=True)
-    )
+def _suppressed(message: Message, addresses: list[str]) -> set[str]:
+    listed = Suppression.objects.filter(domain_id=message.domain_id, address__in=addresses)
+    return set(listed.values_list("address", flat=True))
 
 
 def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
@@ -148,19 +146,16 @@ def _send_one(message: Message, open_connection: Callable[[], Connection]) -> Ou
     """Deliver one claimed message; None when it was not ours to send any more."""
     try:
         recipients = _recipients(message)
-        suppressed = _suppressed(message, recipients)
-        skipped = [
-            (EventType.SUPPRESSED, rcpt, "the address is on the domain's suppression list")
-            for rcpt in recipients
-            if rcpt.lower() in suppressed
-        ]
-        recipients = [rcpt for rcpt in recipients if rcpt.lower() not in suppressed]
-        if not recipients:
+        suppressed = _suppressed(message, list(recipients))
+        notice = "the address is on the domain's suppression list"
+        skipped = [(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed]
+        wire = [sent for address, sent in recipients.items() if address not in suppressed]
+        if not wire:
             error = "every recipient is on the suppression list"
             return Outcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
         rendered = render_message(message)
         envelope = envelope_for(
-            message=message, recipients=recipients, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN
+            message=message, recipients=wire, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN
         )
     except UnsendableMessage as exc:
         return Outcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
