@@ -182,6 +182,39 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# --- Dispatch (messaging/dispatch.py) -------------------------------------------------------
+# Attempt n failing temporarily waits BASE * 2^(n-1) seconds
+# (at most BACKOFF_MAX) plus up to JITTER of that; the defaults try 6 times over about 62 minutes.
+MAILSERVICE_DISPATCH_MAX_ATTEMPTS = env_int("MAILSERVICE_DISPATCH_MAX_ATTEMPTS", 6)
+MAILSERVICE_DISPATCH_BACKOFF_BASE = env_float("MAILSERVICE_DISPATCH_BACKOFF_BASE", 120.0)
+MAILSERVICE_DISPATCH_BACKOFF_MAX = env_float("MAILSERVICE_DISPATCH_BACKOFF_MAX", 3600.0)
+MAILSERVICE_DISPATCH_BACKOFF_JITTER = env_float("MAILSERVICE_DISPATCH_BACKOFF_JITTER", 0.2)
+# A claimed message is the worker's until the lease runs out (renewed right before SMTP), so it
+# must outlast one SMTP conversation: well above MAILSERVICE_SMTP_TIMEOUT.
+MAILSERVICE_DISPATCH_LEASE_SECONDS = env_float("MAILSERVICE_DISPATCH_LEASE_SECONDS", 300.0)
+MAILSERVICE_DISPATCH_BATCH_SIZE = env_int("MAILSERVICE_DISPATCH_BATCH_SIZE", 20)
+# The sweeper runs every SWEEP_INTERVAL seconds; a first attempt counts as lost (re-enqueued)
+# once no worker has claimed it for SWEEP_GRACE seconds.
+MAILSERVICE_DISPATCH_SWEEP_INTERVAL = env_float("MAILSERVICE_DISPATCH_SWEEP_INTERVAL", 30.0)
+MAILSERVICE_DISPATCH_SWEEP_GRACE = env_float("MAILSERVICE_DISPATCH_SWEEP_GRACE", 60.0)
+MAILSERVICE_DISPATCH_SWEEP_LIMIT = env_int("MAILSERVICE_DISPATCH_SWEEP_LIMIT", 10000)
+MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
+MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 2)
+# Tests give each web/worker pair a queue of its own.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
+# An unacknowledged task (its worker died) is redelivered after this many seconds; the
+# dispatch claim makes a redelivery of a finished or running task a no-op.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600)}
+CELERY_BEAT_SCHEDULE = {
+    # A sweep still queued when the next one is due is dropped rather than run late.
+    "dispatch-sweep": {
+        "task": "messaging.dispatch_sweep",
+        "schedule": MAILSERVICE_DISPATCH_SWEEP_INTERVAL,
+        "options": {"expires": MAILSERVICE_DISPATCH_SWEEP_INTERVAL},
+    },
+}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

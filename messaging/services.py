@@ -1,6 +1,7 @@
 from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.utils import timezone
 
 from domains.models import Domain
 from domains.selectors import sending_paused_for
@@ -8,6 +9,7 @@ from domains.services import allowance_consume
 from mailservice.errors import PermissionDenied, SendingPaused, ValidationFailed
 from mailservice.mailbox import address_of
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
+from messaging.tasks import dispatch_enqueue
 from templates_app.selectors import template_version_for_send
 from templates_app.services import Variables, template_render
 
@@ -76,6 +78,8 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
             html=html,
             template=version.template if version else None,
             template_version=version.number if version else None,
+            next_attempt_at=timezone.now(),
         )
         MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
+        transaction.on_commit(lambda: dispatch_enqueue(public_id=message.public_id))
     return message

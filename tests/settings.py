@@ -11,3 +11,9 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Live tests start child processes on the test database, so a SQLite one must be a file.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
+
+# The test process itself dispatches in-process to a file outbox of its own; the live tests'
+# child processes get a real broker and relay through their environment.
+CELERY_TASK_ALWAYS_EAGER = True
+EMAIL_URL = None
+MAILSERVICE_OUTBOX_DIR = VAR_DIR / "test-outbox"  # noqa: F405

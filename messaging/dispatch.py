@@ -1,0 +1,235 @@
+"""Outbound dispatch: claim accepted messages, hand them to the transport, record the outcome.
+
+Exactly once in practice: a message is claimed by one conditional UPDATE that sets a lease
+(`lease_expires_at`) and counts the attempt; nobody else can claim it until the lease runs out.
+The lease value doubles as the claimer's fencing token: right before a message goes to SMTP the
+worker renews the lease with an UPDATE conditional on the value it set, and records the outcome
+the same way, so a worker that lost its lease (it stalled past the lease) neither sends nor
+writes. No transaction is open during an SMTP conversation.
+
+A temporary failure (4xx, connection error, timeout) schedules the next attempt with exponential
+backoff and jitter in `next_attempt_at`; the sweeper (`dispatch_sweep`) re-enqueues messages
+that are due, and messages whose first task was lost (broker down at send time, worker killed).
+"""
+
+import logging
+import random
+import smtplib
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from domains.selectors import global_sending_paused
+from mailservice.mailbox import address_of
+from messaging.dkim import dkim_sign
+from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
+from messaging.models import EventType, Message, MessageEvent, Status, Suppression
+from messaging.transports import Connection, SendResult, transport
+
+logger = logging.getLogger(__name__)
+
+
+def retry_delay(*, attempt: int) -> timedelta:
+    """How long to wait after failed attempt number `attempt` (1-based): base * 2^(attempt-1), capped, plus jitter."""
+    base = settings.MAILSERVICE_DISPATCH_BACKOFF_BASE * 2 ** (attempt - 1)
+    capped = min(base, settings.MAILSERVICE_DISPATCH_BACKOFF_MAX)
+    return timedelta(seconds=capped * (1 + random.uniform(0, settings.MAILSERVICE_DISPATCH_BACKOFF_JITTER)))
+
+
+def _due(now: datetime) -> Q:
+    lease_free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    return Q(status=Status.ACCEPTED, next_attempt_at__lte=now, domain__sending_paused=False) & lease_free
+
+
+def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]:
+    """Lease up to `limit` due messages (`public_id` first) to this worker; nothing while the global pause is on."""
+    if global_sending_paused():
+        return []
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.MAILSERVICE_DISPATCH_LEASE_SECONDS)
+    due = Message.objects.filter(_due(now))
+    # FOR UPDATE OF the message rows only (not the joined domain), SKIP LOCKED: concurrent claimers
+    # split the due messages between them instead of waiting or colliding.
+    with transaction.atomic():
+        ids: list[int] = []
+        if public_id is not None:
+            ids += (
+                due.filter(public_id=public_id)
+                .select_for_update(of=("self",), skip_locked=True)
+                .values_list("pk", flat=True)
+            )
+        if len(ids) < limit:
+            others = (
+                due.exclude(pk__in=ids).order_by("next_attempt_at").select_for_update(of=("self",), skip_locked=True)
+            )
+            ids += others.values_list("pk", flat=True)[: limit - len(ids)]
+        # Conditional again: SQLite ignores FOR UPDATE, so the UPDATE itself must refuse a taken row.
+        Message.objects.filter(_due(now), pk__in=ids).update(lease_expires_at=lease, attempts=F("attempts") + 1)
+    claimed = {m.pk: m for m in Message.objects.filter(pk__in=ids, lease_expires_at=lease).select_related("domain")}
+    return [claimed[pk] for pk in ids if pk in claimed]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # a Status, or ACCEPTED for "retry later"
+    events: list[tuple[str, str, str]]  # (type, recipient, detail)
+    last_error: str = ""
+
+
+def _recipients(message: Message) -> dict[str, str]:
+    """Envelope recipients (To, Cc, Bcc), each address once: {as the suppression list keys it: as sent}."""
+    recipients: dict[str, str] = {}
+    for mailbox in [*message.to, *message.cc, *message.bcc]:
+        recipients.setdefault(address_of(mailbox).lower(), bare_address(mailbox))
+    return recipients
+
+
+def _temporary(message: Message, error: str) -> Outcome:
+    if message.attempts >= settings.MAILSERVICE_DISPATCH_MAX_ATTEMPTS:
+        return Outcome(
+            Status.FAILED, [(EventType.FAILED, "", f"attempt {message.attempts}, giving up: {error}")], error
+        )
+    return Outcome(Status.ACCEPTED, [(EventType.DEFERRED, "", f"attempt {message.attempts}: {error}")], error)
+
+
+def _classify(message: Message, result: SendResult) -> Outcome:
+    rejected = [(EventType.RECIPIENT_REJECTED, rcpt, str(reply)) for rcpt, reply in result.refused.items()]
+    if result.delivered:
+        return Outcome(Status.DELIVERED, [*rejected, (EventType.DELIVERED, "", str(result.final))])
+    replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
+    if all(reply.code >= 500 for reply in replies):
+        return Outcome(Status.BOUNCED, [*rejected, (EventType.BOUNCED, "", str(result.final))], str(result.final))
+    return _temporary(message, str(result.final))
+
+
+def _suppressed(message: Message, addresses: list[str]) -> set[str]:
+    listed = Suppression.objects.filter(domain_id=message.domain_id, address__in=addresses)
+    return set(listed.values_list("address", flat=True))
+
+
+def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
+    """Write the outcome if this worker still holds the lease; False if it lost it."""
+    fields: dict = {"status": outcome.status, "last_error": outcome.last_error, "lease_expires_at": None}
+    fields["next_attempt_at"] = (
+        now + retry_delay(attempt=message.attempts) if outcome.status == Status.ACCEPTED else None
+    )
+    if message.message_id_header:
+        fields["message_id_header"] = message.message_id_header
+    with transaction.atomic():
+        mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
+        if mine.update(**fields, updated_at=now) != 1:
+            return False
+        MessageEvent.objects.bulk_create(
+            MessageEvent(message=message, type=kind, recipient=recipient, detail=detail)
+            for kind, recipient, detail in outcome.events
+        )
+    return True
+
+
+def _renew_lease(message: Message) -> bool:
+    """Renew the lease right before SMTP, conditional on still holding it (the fencing token) and no pause."""
+    renewed = timezone.now() + timedelta(seconds=settings.MAILSERVICE_DISPATCH_LEASE_SECONDS)
+    mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
+    if global_sending_paused() or mine.filter(domain__sending_paused=False).update(lease_expires_at=renewed) != 1:
+        return False
+    message.lease_expires_at = renewed
+    return True
+
+
+def _send_one(message: Message, open_connection: Callable[[], Connection]) -> Outcome | None:
+    """Deliver one claimed message; None when it was not ours to send any more."""
+    try:
+        recipients = _recipients(message)
+        suppressed = _suppressed(message, list(recipients))
+        notice = "the address is on the domain's suppression list"
+        skipped = [(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed]
+        wire = [sent for address, sent in recipients.items() if address not in suppressed]
+        if not wire:
+            error = "every recipient is on the suppression list"
+            return Outcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
+        rendered = render_message(message)
+        envelope = envelope_for(
+            message=message, recipients=wire, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN
+        )
+    except UnsendableMessage as exc:
+        return Outcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
+    message.message_id_header = rendered.message_id
+    signed = dkim_sign(
+        data=rendered.data,
+        domain=message.domain.name,
+        selector=message.domain.dkim_selector,
+        domain_id=message.domain_id,
+        private_key_pem=message.domain.dkim_private_key,
+    )
+    if not _renew_lease(message):
+        return None
+    result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
+    outcome = _classify(message, result)
+    return Outcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
+
+
+def _release(messages: list[Message]) -> None:
+    """Give back claimed messages that were not sent: the attempt they were charged did not happen."""
+    for message in messages:
+        Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at).update(
+            lease_expires_at=None, attempts=F("attempts") - 1
+        )
+
+
+def dispatch_batch(*, public_id: str | None = None) -> int:
+    """Claim a small batch (`public_id` first), send it over one connection; returns how many were recorded.
+
+    The relay connection opens only when the first message needs it. A connection-level failure
+    (refused, dropped, timed out) is charged to the message being sent; the rest of the batch is
+    released for the next run without using up an attempt.
+    """
+    messages = dispatch_claim(public_id=public_id, limit=settings.MAILSERVICE_DISPATCH_BATCH_SIZE)
+    handled, current = 0, 0
+    try:
+        with ExitStack() as stack:
+            opened: list[Connection] = []
+
+            def connection() -> Connection:
+                if not opened:
+                    opened.append(stack.enter_context(transport().connection()))
+                return opened[0]
+
+            for message in messages:
+                outcome = _send_one(message, connection)
+                if outcome is None:
+                    _release([message])
+                elif _record(message, outcome, timezone.now()):
+                    handled += 1
+                current += 1
+    except (OSError, smtplib.SMTPException) as exc:
+        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        logger.warning("dispatch of %s: the relay connection failed: %s", messages[current].public_id, error)
+        if _record(messages[current], _temporary(messages[current], error), timezone.now()):
+            handled += 1
+        _release(messages[current + 1 :])
+    return handled
+
+
+def dispatch_sweep(*, enqueue: Callable[[], None]) -> int:
+    """Call `enqueue` once per batch of due messages; returns how many messages are due.
+
+    Due: a retry whose time has come, or a first attempt that no worker has claimed within the
+    grace period (its task was lost), and no lease held. Paused messages are not due.
+    """
+    if global_sending_paused():
+        return 0
+    now = timezone.now()
+    grace = now - timedelta(seconds=settings.MAILSERVICE_DISPATCH_SWEEP_GRACE)
+    unclaimed = Q(attempts=0, next_attempt_at__lte=grace) | Q(attempts__gt=0)
+    due = Message.objects.filter(_due(now), unclaimed).order_by("next_attempt_at")
+    count = len(due.values_list("pk", flat=True)[: settings.MAILSERVICE_DISPATCH_SWEEP_LIMIT])
+    batch = settings.MAILSERVICE_DISPATCH_BATCH_SIZE
+    for _ in range((count + batch - 1) // batch):
+        enqueue()
+    return count

@@ -1,0 +1,35 @@
+"""Celery tasks for dispatch: thin wrappers around messaging/dispatch.py.
+
+acks_late with reject_on_worker_lost (config/settings.py): a worker killed mid-task leaves the
+task to be redelivered, and the claim in dispatch makes the redelivery harmless.
+"""
+
+import logging
+
+from celery import shared_task
+from kombu.exceptions import OperationalError
+
+from messaging import dispatch
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(name="messaging.dispatch")
+def dispatch_task(public_id: str | None = None) -> int:
+    return dispatch.dispatch_batch(public_id=public_id)
+
+
+@shared_task(name="messaging.dispatch_sweep")
+def dispatch_sweep_task() -> int:
+    return dispatch.dispatch_sweep(enqueue=lambda: dispatch_task.apply_async(retry=False))
+
+
+def dispatch_enqueue(*, public_id: str) -> None:
+    """Queue the dispatch of a just-committed message; a broker outage is logged, not raised.
+
+    The message is stored with `next_attempt_at` set, so the sweeper sends it once the broker is back.
+    """
+    try:
+        dispatch_task.apply_async(args=[public_id], retry=False)
+    except (OperationalError, OSError) as exc:
+        logger.warning("dispatch of %s not queued (the sweeper will pick it up): %s", public_id, exc)

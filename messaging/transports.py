@@ -1,0 +1,227 @@
+"""Where signed messages go: an SMTP relay named by EMAIL_URL, or (unset) a file outbox.
+
+  smtp://user:pass@host:587    plain SMTP, upgraded with STARTTLS when the relay offers it
+  smtp+tls://user:pass@host:587  STARTTLS required (the send fails if it is not offered)
+  smtps://user:pass@host:465   implicit TLS
+
+A transport reports what the relay answered; it never decides what happens to the message
+(messaging/dispatch.py does). Connection failures raise OSError or smtplib.SMTPException.
+"""
+
+import smtplib
+import ssl
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import unquote, urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from messaging.mime import Envelope
+
+
+@dataclass(frozen=True)
+class Reply:
+    code: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.text}".strip()
+
+
+@dataclass
+class SendResult:
+    """The relay's answers for one message.
+
+    `refused` holds the recipients RCPT TO refused; `final` is the reply that ended the
+    transaction: to DATA, or to MAIL FROM / the last RCPT TO when no data was sent.
+    """
+
+    final: Reply
+    accepted: list[str] = field(default_factory=list)
+    refused: dict[str, Reply] = field(default_factory=dict)
+
+    @property
+    def delivered(self) -> bool:
+        return self.final.code == 250 and bool(self.accepted)
+
+
+class Connection(Protocol):
+    def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult: ...
+
+
+class Transport(Protocol):
+    def connection(self) -> AbstractContextManager[Connection]: ...
+
+
+# --- file outbox ---------------------------------------------------------------------------
+
+
+class OutboxConnection:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"{name}.eml"
+        partial = path.with_suffix(".eml.partial")
+        partial.write_bytes(data)
+        partial.replace(path)  # readers never see a half-written file
+        return SendResult(final=Reply(250, f"written to {path}"), accepted=list(envelope.recipients))
+
+
+class OutboxTransport:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        yield OutboxConnection(self.directory)
+
+
+# --- SMTP relay -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    host: str
+    port: int
+    username: str
+    password: str
+    security: str  # "starttls-optional", "starttls", "tls"
+
+    @classmethod
+    def from_url(cls, url: str) -> "RelayConfig":
+        parts = urlsplit(url)
+        security = {"smtp": "starttls-optional", "smtp+tls": "starttls", "smtps": "tls"}.get(parts.scheme)
+        if security is None or not parts.hostname:
+            # Only the scheme in the message: the URL may carry the relay password.
+            raise ImproperlyConfigured(
+                f"EMAIL_URL must be smtp://, smtp+tls:// or smtps:// with a host (got a {parts.scheme or 'no'} scheme)"
+            )
+        return cls(
+            host=parts.hostname,
+            port=parts.port or (465 if security == "tls" else 25),
+            username=unquote(parts.username or ""),
+            password=unquote(parts.password or ""),
+            security=security,
+        )
+
+
+def _reply(code: int, text: bytes) -> Reply:
+    return Reply(code, " ".join(text.decode("utf-8", "replace").split()))
+
+
+class SmtpConnection:
+    def __init__(self, config: RelayConfig, timeout: float) -> None:
+        context = ssl.create_default_context()
+        if config.security == "tls":
+            self.smtp: smtplib.SMTP = smtplib.SMTP_SSL(config.host, config.port, timeout=timeout, context=context)
+        else:
+            self.smtp = smtplib.SMTP(config.host, config.port, timeout=timeout)
+        try:
+            self.smtp.ehlo()
+            if config.security == "starttls" or (
+                config.security == "starttls-optional" and self.smtp.has_extn("starttls")
+            ):
+                self.smtp.starttls(context=context)
+                self.smtp.ehlo()
+            if config.username:
+                self.smtp.login(config.username, config.password)
+        except BaseException:
+            self.close()
+            raise
+
+    def alive(self) -> bool:
+        try:
+            return self.smtp.noop()[0] == 250
+        except (OSError, smtplib.SMTPException):
+            return False
+
+    def close(self) -> None:
+        try:
+            self.smtp.quit()
+        except (OSError, smtplib.SMTPException):
+            self.smtp.close()
+
+    def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
+        options = ["SMTPUTF8", "BODY=8BITMIME"] if envelope.smtputf8 else []
+        if envelope.smtputf8 and not self.smtp.has_extn("smtputf8"):
+            return SendResult(final=Reply(553, "the relay does not offer SMTPUTF8, needed for a non-ASCII address"))
+        mail = _reply(*self.smtp.mail(envelope.mail_from, options))
+        if mail.code != 250:
+            self.smtp.rset()
+            return SendResult(final=mail)
+        result = SendResult(final=mail)
+        for recipient in envelope.recipients:
+            reply = _reply(*self.smtp.rcpt(recipient))
+            if reply.code in (250, 251):
+                result.accepted.append(recipient)
+            else:
+                result.refused[recipient] = reply
+                result.final = reply
+        if not result.accepted:
+            self.smtp.rset()
+            return result
+        try:
+            result.final = _reply(*self.smtp.data(data))
+        except smtplib.SMTPDataError as exc:  # the relay refused to start DATA
+            self.smtp.rset()
+            result.final = _reply(exc.smtp_code, exc.smtp_error)
+        return result
+
+
+class SmtpTransport:
+    """A small per-process pool of open relay connections, checked with NOOP before reuse."""
+
+    def __init__(self, config: RelayConfig, *, timeout: float, pool_size: int) -> None:
+        self.config, self.timeout, self.pool_size = config, timeout, pool_size
+        self._idle: list[SmtpConnection] = []
+        self._lock = threading.Lock()
+
+    def _acquire(self) -> SmtpConnection:
+        while True:
+            with self._lock:
+                idle = self._idle.pop() if self._idle else None
+            if idle is None:
+                return SmtpConnection(self.config, self.timeout)
+            if idle.alive():
+                return idle
+            idle.close()
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        """A connection for a batch; it returns to the pool only if the batch raised nothing."""
+        conn = self._acquire()
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        with self._lock:
+            if len(self._idle) < self.pool_size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+
+_transports: dict[tuple, Transport] = {}
+
+
+def transport() -> Transport:
+    """The transport EMAIL_URL names, one per process so its pool outlives a task."""
+    key = (settings.EMAIL_URL, str(settings.MAILSERVICE_OUTBOX_DIR))
+    if key not in _transports:
+        if settings.EMAIL_URL:
+            _transports[key] = SmtpTransport(
+                RelayConfig.from_url(settings.EMAIL_URL),
+                timeout=settings.MAILSERVICE_SMTP_TIMEOUT,
+                pool_size=settings.MAILSERVICE_SMTP_POOL_SIZE,
+            )
+        else:
+            _transports[key] = OutboxTransport(Path(settings.MAILSERVICE_OUTBOX_DIR))
+    return _transports[key]
