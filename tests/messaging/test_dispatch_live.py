@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from domains.models import Domain
-from messaging.models import Message
+from messaging.models import EventType, Message, MessageEvent, SuppressionReason
+from messaging.suppressions import suppression_add
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.live import CeleryWorker, celery_worker, free_port, redis_server, smtp_sink, wait_until, web_server
 
@@ -190,3 +191,20 @@ def test_a_send_while_the_broker_is_down_is_accepted_and_delivered_once_it_is_ba
             stack.worker.stop()
 
     assert len(sink.received) == 1
+
+
+def test_a_suppressed_recipient_is_never_contacted_and_an_all_suppressed_send_fails():
+    with smtp_sink() as sink, running(email_url=sink.url) as stack:
+        suppression_add(domain=stack.domain, address="Gone@Example.org", reason=SuppressionReason.BOUNCE)
+        partly = stack.send(to=["bob@example.org", "gone@example.org"], text="Hello")
+        wholly = stack.send(to="Gone <gone@example.org>", text="Hello")
+        assert (partly.status_code, wholly.status_code) == (200, 200)  # the API has no per-recipient results
+
+        stack.wait_for_status(partly.json()["id"], "delivered")
+        stack.wait_for_status(wholly.json()["id"], "failed")
+
+    assert [received.rcpt_tos for received in sink.received] == [["bob@example.org"]]
+    suppressed = MessageEvent.objects.filter(type=EventType.SUPPRESSED).values_list("message__public_id", "recipient")
+    assert sorted(suppressed) == sorted(
+        [(partly.json()["id"], "gone@example.org"), (wholly.json()["id"], "gone@example.org")]
+    )
