@@ -10,7 +10,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import database_from_url, env_bool, env_int, env_list, env_str
+from config.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("MAILSERVICE_VAR_DIR", str(BASE_DIR / "var")))
@@ -156,6 +156,17 @@ MAILSERVICE_TRUSTED_PROXIES = env_list("MAILSERVICE_TRUSTED_PROXIES", [])
 EMAIL_URL = env_str("EMAIL_URL")
 MAILSERVICE_OUTBOX_DIR = VAR_DIR / "outbox"
 MAILSERVICE_RETURN_PATH_DOMAIN = env_str("MAILSERVICE_RETURN_PATH_DOMAIN")
+
+# --- DNS records the console tells operators to publish, and the "Check DNS" lookups -----
+# SPF: `v=spf1 include:<MAILSERVICE_SPF_INCLUDE> ~all` (the record is not shown while unset).
+MAILSERVICE_SPF_INCLUDE = env_str("MAILSERVICE_SPF_INCLUDE")
+# The host receiving bounces: the MX of the return-path domain (or of the sending domain).
+MAILSERVICE_INBOUND_HOST = env_str("MAILSERVICE_INBOUND_HOST")
+# "host" or "host:port" of the resolver to ask; unset means the system's resolvers.
+MAILSERVICE_DNS_RESOLVER = env_str("MAILSERVICE_DNS_RESOLVER")
+MAILSERVICE_DNS_TIMEOUT = env_float("MAILSERVICE_DNS_TIMEOUT", 5.0)
+# Bounce and complaint rates in the console cover sent messages of this many recent days.
+MAILSERVICE_RATE_WINDOW_DAYS = env_int("MAILSERVICE_RATE_WINDOW_DAYS", 30)
 
 # --- Celery -----------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)

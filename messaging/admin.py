@@ -1,0 +1,146 @@
+"""Messages (read-only, fast over millions of rows) and suppressions in the console."""
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from mailservice.console import EstimatedCountPaginator, sandboxed_html
+from mailservice.mailbox import address_of, is_mailbox
+from messaging.models import Message, MessageEvent, Suppression
+
+# What a list row shows; bodies and raw source stay in the database until a detail page asks.
+_LIST_COLUMNS = ("public_id", "domain__name", "direction", "status", "from_address", "to", "subject", "created_at")
+
+
+class MessageEventInline(admin.TabularInline):
+    model = MessageEvent
+    verbose_name_plural = "Timeline"
+    fields = ["created_at", "type", "recipient", "detail"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class MessageChangeList(ChangeList):
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Message]:
+        return super().get_queryset(request, exclude_parameters).only(*_LIST_COLUMNS)
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ["public_id", "created_at", "direction", "status", "domain", "from_address", "recipients", "subject"]
+    list_filter = ["direction", "status", "domain", ("created_at", admin.DateFieldListFilter)]
+    list_select_related = ["domain"]
+    search_fields = ["=public_id", "from_address", "to", "subject"]
+    search_help_text = "A msg_… id finds that message; other words search from, to and subject."
+    ordering = ["-created_at", "-public_id"]
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    list_per_page = 50
+    inlines = [MessageEventInline]
+    fieldsets = [
+        (None, {"fields": ["public_id", "domain", "direction", "status", "created_at", "updated_at"]}),
+        ("Addresses", {"fields": ["from_address", "to", "cc", "bcc", "reply_to", "envelope_from"]}),
+        ("Content", {"fields": ["subject", "template_used", "text_body", "html_body", "raw_source"]}),
+        (
+            "Dispatch",
+            {"fields": ["message_id_header", "attempts", "next_attempt_at", "last_error"], "classes": ["collapse"]},
+        ),
+    ]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return MessageChangeList
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
+    ) -> tuple[QuerySet[Message], bool]:
+        # A public id is unique and indexed: look it up directly instead of scanning text columns.
+        term = search_term.strip()
+        if term.startswith("msg_") and " " not in term:
+            return queryset.filter(public_id=term), False
+        return super().get_search_results(request, queryset, search_term)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Message | None = None) -> list[str]:
+        return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
+
+    @admin.display(description="To")
+    def recipients(self, message: Message) -> str:
+        return ", ".join(message.to)
+
+    @admin.display(description="Template")
+    def template_used(self, message: Message) -> str:
+        return f"{message.template} v{message.template_version}" if message.template_id else "—"
+
+    @admin.display(description="Text")
+    def text_body(self, message: Message) -> str:
+        if message.text is None:
+            return "—"
+        return format_html('<pre id="message-text" style="white-space:pre-wrap;margin:0">{}</pre>', message.text)
+
+    @admin.display(description="HTML (sandboxed)")
+    def html_body(self, message: Message) -> str:
+        return sandboxed_html(message.html)
+
+    @admin.display(description="Raw source")
+    def raw_source(self, message: Message) -> str:
+        if message.raw is None:
+            return "—"
+        source = bytes(message.raw).decode("utf-8", errors="replace")
+        return format_html(
+            '<pre id="message-raw" style="white-space:pre-wrap;max-height:500px;overflow:auto;margin:0">{}</pre>',
+            source,
+        )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Message | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Message | None = None) -> bool:
+        return False
+
+
+class SuppressionForm(forms.ModelForm):
+    class Meta:
+        model = Suppression
+        fields = ["domain", "address", "reason", "detail"]
+
+    def clean_address(self) -> str:
+        value = self.cleaned_data["address"].strip()
+        if not is_mailbox(value):
+            raise forms.ValidationError("Enter one email address, e.g. someone@example.org")
+        return address_of(value).lower()
+
+
+@admin.register(Suppression)
+class SuppressionAdmin(admin.ModelAdmin):
+    form = SuppressionForm
+    list_display = ["address", "domain", "reason", "created_at", "source_message"]
+    list_filter = ["domain", "reason"]
+    list_select_related = ["domain", "source_message"]
+    search_fields = ["address"]
+    show_full_result_count = False
+    raw_id_fields = ["source_message"]
+
+    def get_fields(self, request: HttpRequest, obj: Suppression | None = None) -> list[str]:
+        return (
+            ["domain", "address", "reason", "detail"]
+            if obj is None
+            else ["domain", "address", "reason", "detail", "source_message", "created_at"]
+        )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Suppression | None = None) -> list[str]:
+        # A suppression is added or removed, never rewritten into another address.
+        return [] if obj is None else ["domain", "address", "reason", "source_message", "created_at"]
