@@ -12,9 +12,10 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from domains.dns import dns_records, domain_check_dns, unconfigured_settings
-from domains.models import Domain
+from domains.models import Domain, SendingControl
 from domains.selectors import sending_control_state, with_sends_today
 from domains.services import (
     domain_create,
@@ -65,8 +66,10 @@ def _percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
 
-def _pause_text(paused_by: str, paused_at: Any, reason: str) -> str:
-    return f"by {paused_by or 'unknown'} at {paused_at:%Y-%m-%d %H:%M} UTC: {reason or 'no reason given'}"
+def _pause_text(state: Domain | SendingControl) -> str:
+    """Who paused, when and why, for a paused domain or global switch."""
+    when = f"{state.paused_at:%Y-%m-%d %H:%M} UTC" if state.paused_at else "an unknown time"
+    return f"by {state.paused_by or 'unknown'} at {when}: {state.pause_reason or 'no reason given'}"
 
 
 @admin.register(Domain)
@@ -97,9 +100,7 @@ class DomainAdmin(admin.ModelAdmin):
         control = sending_control_state()
         context = {
             "global_paused": control.paused,
-            "global_pause_text": _pause_text(control.paused_by, control.paused_at, control.pause_reason)
-            if control.paused
-            else "",
+            "global_pause_text": _pause_text(control) if control.paused else "",
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
@@ -107,7 +108,7 @@ class DomainAdmin(admin.ModelAdmin):
     @admin.display(description="Verified", ordering="verified")
     def verification(self, domain: Domain) -> str:
         if not domain.verified:
-            return format_html('<span style="color:var(--error-fg)">✗ not verified</span>')
+            return mark_safe('<span style="color:var(--error-fg)">✗ not verified</span>')  # noqa: S308 - a constant
         when = f" {domain.verified_at:%Y-%m-%d}" if domain.verified_at else ""
         return format_html("✓ verified ({}{})", domain.verified_by or "unknown", when)
 
@@ -118,7 +119,7 @@ class DomainAdmin(admin.ModelAdmin):
             return format_html(
                 '<strong style="color:var(--error-fg)">{}</strong> {} <a class="button" href="{}">Resume</a>',
                 label,
-                _pause_text(domain.paused_by, domain.paused_at, domain.pause_reason),
+                _pause_text(domain),
                 reverse("admin:domains_domain_resume", args=[domain.pk]),
             )
         return format_html(
@@ -195,7 +196,8 @@ class DomainAdmin(admin.ModelAdmin):
         if not request.user.has_perm(permission):
             return refuse(request, f"You may not {'pause' if pause else 'lift a pause on'} sending.")
         domain = get_object_or_404(Domain, pk=object_id) if object_id is not None else None
-        form = PauseForm(request.POST or None) if pause else forms.Form(request.POST or None)
+        data = request.POST if request.method == "POST" else None
+        form = PauseForm(data) if pause else forms.Form(data)
         if request.method == "POST" and form.is_valid():
             if pause:
                 sending_pause(domain=domain, actor=request.user.get_username(), reason=form.cleaned_data["reason"])
@@ -207,12 +209,8 @@ class DomainAdmin(admin.ModelAdmin):
             self.message_user(request, f"Sending {'paused' if pause else 'resumed'} for {target}.", messages.SUCCESS)
             back = reverse("admin:domains_domain_change", args=[domain.pk]) if domain else None
             return HttpResponseRedirect(back or reverse("admin:domains_domain_changelist"))
-        control = sending_control_state()
-        paused, pause_text = (
-            (domain.sending_paused, _pause_text(domain.paused_by, domain.paused_at, domain.pause_reason))
-            if domain
-            else (control.paused, _pause_text(control.paused_by, control.paused_at, control.pause_reason))
-        )
+        state = domain or sending_control_state()
+        paused = state.sending_paused if isinstance(state, Domain) else state.paused
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -220,7 +218,7 @@ class DomainAdmin(admin.ModelAdmin):
             "domain": domain,
             "pause": pause,
             "paused": paused,
-            "pause_text": pause_text,
+            "pause_text": _pause_text(state) if paused else "",
             "form": form,
         }
         return TemplateResponse(request, "admin/domains/domain/sending_switch.html", context)
