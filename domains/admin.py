@@ -108,22 +108,28 @@ class DomainAdmin(admin.ModelAdmin):
     @admin.display(description="Verified", ordering="verified")
     def verification(self, domain: Domain) -> str:
         if not domain.verified:
-            return mark_safe('<span style="color:var(--error-fg)">✗ not verified</span>')  # noqa: S308 - a constant
-        when = f" {domain.verified_at:%Y-%m-%d}" if domain.verified_at else ""
-        return format_html("✓ verified ({}{})", domain.verified_by or "unknown", when)
+            return mark_safe('<span style="color:var(--error-fg);white-space:nowrap">✗ not verified</span>')  # noqa: S308
+        when = f"{domain.verified_at:%Y-%m-%d %H:%M} UTC" if domain.verified_at else "unknown time"
+        return format_html(
+            '<span style="white-space:nowrap">✓ verified</span><br><small>{}, {}</small>',
+            domain.verified_by or "unknown",
+            when,
+        )
 
     @admin.display(description="Sending")
     def sending(self, domain: Domain) -> str:
         if domain.sending_paused:
             label = "AUTO-PAUSED" if domain.auto_paused else "PAUSED"
             return format_html(
-                '<strong style="color:var(--error-fg)">{}</strong> {} <a class="button" href="{}">Resume</a>',
+                '<strong style="color:var(--error-fg)">{}</strong> <a class="button" href="{}">Resume</a>'
+                "<br><small>{}</small>",
                 label,
-                _pause_text(domain),
                 reverse("admin:domains_domain_resume", args=[domain.pk]),
+                _pause_text(domain),
             )
         return format_html(
-            '<span style="color:var(--message-success-fg, green)">● on</span> <a class="button" href="{}">Pause</a>',
+            '<span style="white-space:nowrap"><span style="color:green">● on</span> '
+            '<a class="button" href="{}">Pause</a></span>',
             reverse("admin:domains_domain_pause", args=[domain.pk]),
         )
 

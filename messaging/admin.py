@@ -7,29 +7,15 @@ from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from mailservice.console import EstimatedCountPaginator, sandboxed_html
 from mailservice.mailbox import address_of, is_mailbox
-from messaging.models import Message, MessageEvent, Suppression
+from messaging.models import Message, Suppression
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
 _LIST_COLUMNS = ("public_id", "domain__name", "direction", "status", "from_address", "to", "subject", "created_at")
-
-
-class MessageEventInline(admin.TabularInline):
-    model = MessageEvent
-    verbose_name_plural = "Timeline"
-    fields = ["created_at", "type", "recipient", "detail"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class MessageChangeList(ChangeList):
@@ -47,11 +33,15 @@ class MessageAdmin(admin.ModelAdmin):
     ordering = ["-created_at", "-public_id"]
     paginator = EstimatedCountPaginator
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER  # facet counts would scan the whole table
     list_per_page = 50
-    inlines = [MessageEventInline]
     fieldsets = [
         (None, {"fields": ["public_id", "domain", "direction", "status", "created_at", "updated_at"]}),
-        ("Addresses", {"fields": ["from_address", "to", "cc", "bcc", "reply_to", "envelope_from"]}),
+        ("Timeline", {"fields": ["timeline"]}),
+        (
+            "Addresses",
+            {"fields": ["from_address", "recipients", "cc_list", "bcc_list", "reply_to_list", "envelope_from"]},
+        ),
         ("Content", {"fields": ["subject", "template_used", "text_body", "html_body", "raw_source"]}),
         (
             "Dispatch",
@@ -76,7 +66,35 @@ class MessageAdmin(admin.ModelAdmin):
 
     @admin.display(description="To")
     def recipients(self, message: Message) -> str:
-        return ", ".join(message.to)
+        return ", ".join(message.to) or "—"
+
+    @admin.display(description="Cc")
+    def cc_list(self, message: Message) -> str:
+        return ", ".join(message.cc) or "—"
+
+    @admin.display(description="Bcc")
+    def bcc_list(self, message: Message) -> str:
+        return ", ".join(message.bcc) or "—"
+
+    @admin.display(description="Reply-To")
+    def reply_to_list(self, message: Message) -> str:
+        return ", ".join(message.reply_to) or "—"
+
+    @admin.display(description="Events")
+    def timeline(self, message: Message) -> str:
+        rows = format_html_join(
+            "",
+            "<tr><td style='white-space:nowrap'>{}</td><td><strong>{}</strong></td><td>{}</td><td>{}</td></tr>",
+            (
+                (f"{event.created_at:%Y-%m-%d %H:%M:%S} UTC", event.get_type_display(), event.recipient, event.detail)
+                for event in message.events.all()
+            ),
+        )
+        return format_html(
+            '<table id="timeline" style="width:100%"><thead><tr><th>When</th><th>Event</th><th>Recipient</th>'
+            "<th>Detail</th></tr></thead><tbody>{}</tbody></table>",
+            rows or mark_safe("<tr><td colspan=4>No events yet</td></tr>"),  # noqa: S308 - a constant
+        )
 
     @admin.display(description="Template")
     def template_used(self, message: Message) -> str:
