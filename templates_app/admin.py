@@ -136,7 +136,14 @@ class TemplateVersionAdmin(admin.ModelAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
         version = self.get_object(request, object_id)
-        context = {**(extra_context or {}), **(self._preview(request, version) if version else {})}
+        # Versions are immutable, so the page offers publish and preview but no save buttons.
+        context = {
+            "show_save": False,
+            "show_save_and_continue": False,
+            "show_save_and_add_another": False,
+            **(extra_context or {}),
+            **(self._preview(request, version) if version else {}),
+        }
         return super().change_view(request, object_id, form_url, context)
 
     def _preview(self, request: HttpRequest, version: TemplateVersion) -> dict[str, Any]:

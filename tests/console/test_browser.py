@@ -13,6 +13,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 
+from tests.factories import DomainFactory, TemplateFactory, TemplateVersionFactory
 from tests.live import BIN, ROOT, child_env, web_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.live, pytest.mark.django_db(transaction=True)]
@@ -91,6 +92,14 @@ def create_superuser() -> None:
     assert User.objects.get(username="operator").is_superuser
 
 
+def log_in(page, base_url: str) -> None:
+    page.goto(f"{base_url}/admin/")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_selector("text=Operations")
+
+
 def test_an_operator_runs_the_service_from_the_console(browser_page):
     page = browser_page
     create_superuser()
@@ -101,12 +110,7 @@ def test_an_operator_runs_the_service_from_the_console(browser_page):
         "MAILSERVICE_RETURN_PATH_DOMAIN": "bounces.mailservice.test",
     }
     with web_server(**server_env) as base_url:
-        # Log in.
-        page.goto(f"{base_url}/admin/")
-        page.fill("#id_username", "operator")
-        page.fill("#id_password", PASSWORD)
-        page.click("input[type=submit]")
-        page.wait_for_selector("text=Operations")
+        log_in(page, base_url)
         assert page.locator("link[href$='admin/css/base.css']").count() == 1
         assert httpx.get(base_url + page.locator("link[href$='admin/css/base.css']").get_attribute("href")).is_success
         shot(page, "01-index")
@@ -171,6 +175,7 @@ def test_an_operator_runs_the_service_from_the_console(browser_page):
         page.fill("#id_reason", "checking a complaint")
         shot(page, "08-pause")
         page.click("#confirm-pause")
+        shot(page, "09-domain-paused")
         assert "checking a complaint" in page.locator(".field-sending").inner_text()
         paused = send(base_url, secret)
         assert paused.status_code == 503 and paused.json()["error"]["code"] == "SendingPaused"
@@ -179,3 +184,31 @@ def test_an_operator_runs_the_service_from_the_console(browser_page):
         page.click("#confirm-resume")
         assert "Sending resumed for shop.example.com" in page.locator("ul.messagelist").inner_text()
         assert send(base_url, secret).status_code == 200
+
+
+def test_a_template_preview_renders_side_by_side_and_its_scripts_never_run(browser_page):
+    page = browser_page
+    create_superuser()
+    version = TemplateVersionFactory(
+        template=TemplateFactory(domain=DomainFactory(name="shop.example.com"), slug="receipt"),
+        subject="Receipt for {{ name }}",
+        text="Hello {{ name }}, thanks for your order.",
+        html="<h1>Hello {{ name }}</h1><script>parent.document.title = 'escaped'; document.body.append('ran')</script>",
+        published=False,
+    )
+    with web_server(SECURE_COOKIES="false") as base_url:
+        log_in(page, base_url)
+        page.goto(f"{base_url}/admin/templates_app/templateversion/{version.pk}/change/")
+        page.fill("#id_variables", '{"name": "Ada"}')
+        page.click("text=Render preview")
+        page.wait_for_url(re.compile(r"variables="))
+        assert "Hello Ada, thanks for your order." in page.locator("#preview-text").inner_text()
+        frame = page.frame_locator("iframe.ms-html")
+        assert frame.locator("h1").inner_text() == "Hello Ada"
+        assert "ran" not in frame.locator("body").inner_text()
+        assert "escaped" not in page.title()
+        shot(page, "10-template-preview")
+
+        page.click("#publish")
+        page.wait_for_selector("#unpublish")
+        assert "published" in page.locator("ul.messagelist").inner_text()

@@ -55,6 +55,7 @@ def test_the_preview_renders_sample_variables_side_by_side_with_sandboxed_html(o
 
     default = operator.get(url).content.decode()
     assert "Hello [name]" in default
+    assert 'name="_save"' not in default  # versions are immutable
 
     page = operator.get(url, {"variables": json.dumps({"name": "<Ada>"})}).content.decode()
     assert '<pre id="preview-text"' in page and "Hello &lt;Ada&gt;" in page

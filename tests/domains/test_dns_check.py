@@ -1,5 +1,6 @@
 """The DNS check against a real DNS server on loopback: missing, wrong and correct records, and a timeout."""
 
+import subprocess
 import time
 
 import pytest
@@ -8,6 +9,7 @@ from django.core.management import CommandError, call_command
 from domains.dns import DNS_CHECK_ACTOR, Outcome, Purpose, dns_records, domain_check_dns
 from tests.dns_server import dns_server, unanswering_dns_server
 from tests.factories import DomainFactory
+from tests.live import BIN, ROOT, child_env
 
 pytestmark = pytest.mark.django_db
 
@@ -159,9 +161,46 @@ def test_check_domain_command_rejects_an_unknown_domain(zone):
         call_command("check_domain", "nope.example.com")
 
 
+def test_check_domain_from_the_shell_exits_non_zero_with_one_line_on_bad_input():
+    result = subprocess.run(
+        [str(BIN / "python"), "manage.py", "check_domain", "nope.example.com"],
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 1
+    assert result.stderr.strip() == "CommandError: No domain named nope.example.com"
+
+
 @pytest.mark.parametrize("resolver", ["127.0.0.1:notaport", "127.0.0.1:0", "127.0.0.1:70000"])
 def test_check_domain_command_rejects_a_bad_resolver_setting(dns_settings, unverified, resolver):
     dns_settings.MAILSERVICE_DNS_RESOLVER = resolver
 
     with pytest.raises(CommandError, match="MAILSERVICE_DNS_RESOLVER must be host or host:port"):
         call_command("check_domain", "fresh.example.com")
+
+
+def test_the_console_check_dns_button_shows_each_record_and_verifies(zone, unverified, admin_client):
+    zone.publish_txt("_mailservice.fresh.example.com", f"mailservice-verification={unverified.verification_token}")
+    zone.publish_txt("fresh.example.com", "v=spf1 include:other.example ~all")
+
+    page = admin_client.post(f"/admin/domains/domain/{unverified.pk}/check-dns/").content.decode()
+
+    assert "verified now by this check" in page
+    assert page.count('class="dns-found"') == 1 and page.count('class="dns-wrong"') == 1
+    assert page.count('class="dns-missing"') == 2
+    unverified.refresh_from_db()
+    assert unverified.verified_by == DNS_CHECK_ACTOR
+
+
+def test_the_console_check_dns_action_reports_a_silent_resolver(dns_settings, unverified, admin_client):
+    with unanswering_dns_server() as address:
+        dns_settings.MAILSERVICE_DNS_RESOLVER = address
+        page = admin_client.post(
+            "/admin/domains/domain/", {"action": "check_dns", "_selected_action": [unverified.pk]}
+        ).content.decode()
+
+    assert page.count('class="dns-unanswered"') == 4 and "no answer (timeout)" in page
