@@ -11,6 +11,7 @@ from django.utils.html import format_html
 
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_create, apikey_revoke
+from mailservice.console import adopt
 
 
 class ApiKeyAddForm(forms.ModelForm):
@@ -90,8 +91,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             name=form.cleaned_data["name"],
             permissions=form.cleaned_data["permissions"],
         )
-        obj.pk = created.api_key.pk
-        obj.refresh_from_db()
+        adopt(obj, created.api_key)
         obj.secret = created.secret  # for response_add only; never saved
 
     def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:

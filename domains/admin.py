@@ -25,7 +25,7 @@ from domains.services import (
     sending_pause,
     sending_resume,
 )
-from mailservice.console import refuse
+from mailservice.console import adopt, refuse
 from mailservice.errors import ApiError
 from messaging.selectors import delivery_rates
 
@@ -162,8 +162,7 @@ class DomainAdmin(admin.ModelAdmin):
         if change:
             domain_set_allowance(domain=obj, allowance=form.cleaned_data["daily_allowance"])
             return
-        obj.pk = domain_create(name=form.cleaned_data["name"]).pk
-        obj.refresh_from_db()
+        adopt(obj, domain_create(name=form.cleaned_data["name"]))
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None

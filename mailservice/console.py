@@ -5,7 +5,7 @@ import json
 from django.contrib import admin
 from django.core.paginator import Paginator
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.functional import cached_property
@@ -29,6 +29,12 @@ def sandboxed_html(html: str | None, *, height: int = 400) -> SafeString | str:
         html,
         height,
     )
+
+
+def adopt(obj: Model, created: Model) -> None:
+    """Turn the admin's unsaved form instance into the row a service created, for the admin's redirect and log."""
+    obj.pk = created.pk
+    obj.refresh_from_db()
 
 
 class EstimatedCountPaginator(Paginator):

@@ -1,5 +1,6 @@
 """Messages (read-only, fast over millions of rows) and suppressions in the console."""
 
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -16,6 +17,16 @@ from messaging.models import Message, Suppression
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
 _LIST_COLUMNS = ("public_id", "domain__name", "direction", "status", "from_address", "to", "subject", "created_at")
+
+
+def _mailbox_list(field: str, label: str) -> Callable[[Any, Message], str]:
+    """A read-only column for one of the message's mailbox lists."""
+
+    @admin.display(description=label)
+    def column(admin_: Any, message: Message) -> str:
+        return ", ".join(getattr(message, field)) or "—"
+
+    return column
 
 
 class MessageChangeList(ChangeList):
@@ -64,21 +75,10 @@ class MessageAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Message | None = None) -> list[str]:
         return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
 
-    @admin.display(description="To")
-    def recipients(self, message: Message) -> str:
-        return ", ".join(message.to) or "—"
-
-    @admin.display(description="Cc")
-    def cc_list(self, message: Message) -> str:
-        return ", ".join(message.cc) or "—"
-
-    @admin.display(description="Bcc")
-    def bcc_list(self, message: Message) -> str:
-        return ", ".join(message.bcc) or "—"
-
-    @admin.display(description="Reply-To")
-    def reply_to_list(self, message: Message) -> str:
-        return ", ".join(message.reply_to) or "—"
+    recipients = _mailbox_list("to", "To")
+    cc_list = _mailbox_list("cc", "Cc")
+    bcc_list = _mailbox_list("bcc", "Bcc")
+    reply_to_list = _mailbox_list("reply_to", "Reply-To")
 
     @admin.display(description="Events")
     def timeline(self, message: Message) -> str:

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from mailservice.console import refuse, sandboxed_html
+from mailservice.console import adopt, refuse, sandboxed_html
 from mailservice.errors import ApiError
 from templates_app.models import Template, TemplateVersion
 from templates_app.selectors import sample_variables
@@ -129,8 +129,7 @@ class TemplateVersionAdmin(admin.ModelAdmin):
         created = template_version_create(
             template=data["template"], subject=data["subject"], text=data["text"], html=data["html"]
         )
-        obj.pk = created.pk
-        obj.refresh_from_db()
+        adopt(obj, created)
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
