@@ -149,11 +149,12 @@ def test_check_domain_command_prints_each_record_and_verifies(zone, unverified, 
 def test_check_domain_command_shows_the_wrong_value(zone, unverified, capsys):
     zone.publish_txt("_mailservice.fresh.example.com", "mailservice-verification=stale")
 
-    call_command("check_domain", "fresh.example.com")
+    with pytest.raises(CommandError, match="fresh.example.com is not verified") as failure:
+        call_command("check_domain", "fresh.example.com")
 
+    assert failure.value.returncode == 2
     out = capsys.readouterr().out
     assert "wrong value" in out and "(published: mailservice-verification=stale)" in out
-    assert "fresh.example.com is not verified" in out
 
 
 def test_check_domain_command_rejects_an_unknown_domain(zone):

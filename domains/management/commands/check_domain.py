@@ -1,6 +1,6 @@
 from typing import Any
 
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from domains.dns import Outcome, domain_check_dns
 from domains.selectors import domain_get_by_name
@@ -8,7 +8,10 @@ from mailservice.commands import ServiceCommand
 
 
 class Command(ServiceCommand):
-    help = "Look up a domain's DNS records (as the console's Check DNS does); verify it when its TXT record matches."
+    help = (
+        "Look up a domain's DNS records (as the console's Check DNS does) and verify it when its TXT record matches;"
+        " exits 2 while the domain is not verified."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name")
@@ -22,7 +25,7 @@ class Command(ServiceCommand):
             if check.outcome is Outcome.WRONG:
                 line += f" (published: {' | '.join(check.seen)})"
             self.stdout.write(line)
-        if result.verified_now:
-            self.stdout.write(f"{domain.name} is now verified")
-        else:
-            self.stdout.write(f"{domain.name} is {'verified' if domain.verified else 'not verified'}")
+        if not domain.verified:
+            # Exit status 2, so scripts can wait for DNS with `until manage.py check_domain NAME; do …`.
+            raise CommandError(f"{domain.name} is not verified: publish its verification TXT record", returncode=2)
+        self.stdout.write(f"{domain.name} is {'now ' if result.verified_now else ''}verified")
