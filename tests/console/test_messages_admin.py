@@ -33,6 +33,7 @@ def test_the_list_costs_the_same_queries_for_5_or_60_messages_and_never_counts_t
     counts = [query["sql"] for query in many.captured_queries if "COUNT(" in query["sql"]]
     assert len(counts) == 1 and "LIMIT 10001" in counts[0]  # bounded, never the whole table
     page_query = next(q["sql"] for q in many.captured_queries if "LIMIT 50" in q["sql"])
+    assert 'ORDER BY "messaging_message"."id" DESC' in page_query  # a primary key index scan, no sort
     assert '"raw"' not in page_query and '"html"' not in page_query  # bodies stay on disk for the list
 
 
