@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DJANGO_SETTINGS_MODULE ?= config.settings
 
-.PHONY: run test lint install worker beat inbound migrate
+.PHONY: run test lint install worker beat inbound migrate browser-test
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,7 @@ worker: install
 
 beat: install
 	$(BIN)/celery -A config beat --loglevel INFO
+
+# The console's browser tests (headless Chromium); screenshots land in var/screenshots/.
+browser-test: install
+	$(BIN)/pytest -m browser

@@ -161,7 +161,6 @@ MAILSERVICE_RETURN_PATH_DOMAIN = env_str("MAILSERVICE_RETURN_PATH_DOMAIN")
 
 # Inbound SMTP (manage.py run_inbound_smtp): the size cap is advertised with the SIZE extension.
 MAILSERVICE_INBOUND_MAX_BYTES = env_int("MAILSERVICE_INBOUND_MAX_BYTES", 25 * 1024 * 1024)
-MAILSERVICE_INBOUND_HOSTNAME = env_str("MAILSERVICE_INBOUND_HOSTNAME")  # the banner name; default: the FQDN
 
 # Safeguards: a domain is paused when, over its most recent sends (at most WINDOW_SENDS, none older
 # than WINDOW_HOURS), the bounce or complaint rate is over the limit. Below MIN_SENDS sends in the
@@ -171,6 +170,18 @@ MAILSERVICE_SAFEGUARD_WINDOW_HOURS = env_int("MAILSERVICE_SAFEGUARD_WINDOW_HOURS
 MAILSERVICE_SAFEGUARD_MIN_SENDS = env_int("MAILSERVICE_SAFEGUARD_MIN_SENDS", 20)
 MAILSERVICE_BOUNCE_RATE_LIMIT = env_float("MAILSERVICE_BOUNCE_RATE_LIMIT", 0.05)
 MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT", 0.001)
+
+# --- DNS records the console tells operators to publish, and the "Check DNS" lookups -----
+# SPF: `v=spf1 include:<MAILSERVICE_SPF_INCLUDE> ~all` (the record is not shown while unset).
+MAILSERVICE_SPF_INCLUDE = env_str("MAILSERVICE_SPF_INCLUDE")
+# The inbound server's public name: the MX of the return-path domain (or of the sending
+# domain) and the name in its SMTP banner (default: this machine's FQDN).
+MAILSERVICE_INBOUND_HOST = env_str("MAILSERVICE_INBOUND_HOST")
+# "host" or "host:port" of the resolver to ask; unset means the system's resolvers.
+MAILSERVICE_DNS_RESOLVER = env_str("MAILSERVICE_DNS_RESOLVER")
+MAILSERVICE_DNS_TIMEOUT = env_float("MAILSERVICE_DNS_TIMEOUT", 5.0)
+# Bounce and complaint rates in the console cover sent messages of this many recent days.
+MAILSERVICE_RATE_WINDOW_DAYS = env_int("MAILSERVICE_RATE_WINDOW_DAYS", 30)
 
 # --- Celery -----------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)

@@ -1,3 +1,5 @@
+from django.db.models import IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from domains.models import DailyUsage, Domain, SendingControl
@@ -22,3 +24,14 @@ def sending_paused_for(*, domain: Domain) -> bool:
 def sends_today(*, domain: Domain) -> int:
     usage = DailyUsage.objects.filter(domain=domain, day=timezone.now().date()).first()
     return usage.sent_count if usage else 0
+
+
+def with_sends_today(queryset: QuerySet[Domain]) -> QuerySet[Domain]:
+    """Annotate `sends_today` (today's DailyUsage count) in the same query, for list pages."""
+    today = DailyUsage.objects.filter(domain=OuterRef("pk"), day=timezone.now().date()).values("sent_count")[:1]
+    return queryset.annotate(sends_today=Coalesce(Subquery(today), Value(0), output_field=IntegerField()))
+
+
+def sending_control_state() -> SendingControl:
+    """The global switch as stored; an unsaved default (sending on) before anyone has paused."""
+    return SendingControl.objects.filter(pk=1).first() or SendingControl(pk=1)

@@ -5,11 +5,13 @@ import secrets
 from collections.abc import Callable
 
 from django.conf import settings
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.db import DatabaseError, InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django_ratelimit.core import get_usage
 
 from mailservice.clientip import client_ip
+from mailservice.console import refuse
 from mailservice.errors import error_response
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,10 @@ class ApiErrorMiddleware:
         return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, PermissionDenied) and _is_console(request):
+            return refuse(request, "Your account does not have permission for this page.")
+        if isinstance(exception, (Http404, PermissionDenied, SuspiciousOperation, BadRequest)):
+            return None  # not failures: Django's handlers answer these with their own status
         if isinstance(exception, (OperationalError, InterfaceError)):
             logger.warning("database unavailable (request %s): %s", request.request_id, type(exception).__name__)  # type: ignore[attr-defined]
             return error_response(

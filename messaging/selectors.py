@@ -1,12 +1,13 @@
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.core import signing
-from django.db.models import Q
+from django.db.models import Count, Q
+from django.utils import timezone
 
 from domains.models import Domain
 from mailservice.errors import NotFound, ValidationFailed
-from messaging.models import Message
+from messaging.models import Direction, Message, Status
 
 _CURSOR_SALT = "messaging.message_list.cursor"
 # Columns a list item needs: bodies and raw source stay on disk.
@@ -67,3 +68,35 @@ def message_get(*, domain: Domain, public_id: str) -> Message:
     if message is None:
         raise NotFound("No message with that id")
     return message
+
+
+@dataclass(frozen=True)
+class DeliveryRates:
+    sent: int
+    bounced: int
+    complained: int
+
+    @property
+    def bounce_rate(self) -> float | None:
+        return self.bounced / self.sent if self.sent else None
+
+    @property
+    def complaint_rate(self) -> float | None:
+        return self.complained / self.sent if self.sent else None
+
+
+def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRates]:
+    """Bounced and complained shares of each domain's messages sent in the last `days` days, in one query."""
+    since = timezone.now() - timedelta(days=days)
+    rows = (
+        Message.objects.filter(domain_id__in=domain_ids, direction=Direction.SENT, created_at__gte=since)
+        .values("domain_id")
+        .annotate(
+            sent=Count("id"),
+            bounced=Count("id", filter=Q(status=Status.BOUNCED)),
+            complained=Count("id", filter=Q(status=Status.COMPLAINED)),
+        )
+    )
+    empty = DeliveryRates(sent=0, bounced=0, complained=0)
+    found = {row["domain_id"]: DeliveryRates(row["sent"], row["bounced"], row["complained"]) for row in rows}
+    return {domain_id: found.get(domain_id, empty) for domain_id in domain_ids}

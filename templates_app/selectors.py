@@ -3,6 +3,7 @@ from django.db.models import Q
 from domains.models import Domain
 from mailservice.errors import ValidationFailed
 from templates_app.models import Template, TemplateVersion
+from templates_app.services import PLACEHOLDER
 
 
 def template_version_for_send(*, domain: Domain, reference: str, version: int | None) -> TemplateVersion:
@@ -25,3 +26,9 @@ def template_version_for_send(*, domain: Domain, reference: str, version: int | 
     if newest is None:
         raise ValidationFailed(f"template.id: template {reference!r} has no published version", code="TemplateNotFound")
     return newest
+
+
+def sample_variables(*, version: TemplateVersion) -> dict[str, str]:
+    """A value for every placeholder the version uses, so a preview renders before real data exists."""
+    sources = (version.subject, version.text, version.html)
+    return {name: f"[{name}]" for source in sources for name in PLACEHOLDER.findall(source)}

@@ -23,14 +23,19 @@ class RenderedContent:
     html: str | None
 
 
-def template_version_publish(
-    *, domain: Domain, slug: str, subject: str, text: str = "", html: str = ""
-) -> TemplateVersion:
-    """Create the template if new, add the next version with this content, and publish it."""
+def _check_content(*, subject: str, text: str, html: str) -> None:
+    # Before any row is created, so a bad version leaves no empty template behind.
     if not subject:
         raise ValidationFailed("A template version needs a subject")
     if not text and not html:
         raise ValidationFailed("A template version needs text or html")
+
+
+def template_version_publish(
+    *, domain: Domain, slug: str, subject: str, text: str = "", html: str = ""
+) -> TemplateVersion:
+    """Create the template if new, add the next version with this content, and publish it."""
+    _check_content(subject=subject, text=text, html=html)
     with transaction.atomic():
         template, created = Template.objects.select_for_update().get_or_create(domain=domain, slug=slug)
         if created:
@@ -38,6 +43,16 @@ def template_version_publish(
                 template.full_clean()
             except DjangoValidationError as exc:
                 raise ValidationFailed(f"Invalid slug {slug!r}: {'; '.join(exc.messages)}") from None
+        return template_version_create(template=template, subject=subject, text=text, html=html, published=True)
+
+
+def template_version_create(
+    *, template: Template, subject: str, text: str = "", html: str = "", published: bool = False
+) -> TemplateVersion:
+    """Add the template's next version (a draft unless published), numbered under a lock on the template."""
+    _check_content(subject=subject, text=text, html=html)
+    with transaction.atomic():
+        Template.objects.select_for_update().filter(pk=template.pk).first()
         number = (template.versions.aggregate(highest=Max("number"))["highest"] or 0) + 1
         return TemplateVersion.objects.create(
             template=template,
@@ -45,8 +60,8 @@ def template_version_publish(
             subject=subject,
             text=text,
             html=html,
-            published=True,
-            published_at=timezone.now(),
+            published=published,
+            published_at=timezone.now() if published else None,
         )
 
 

@@ -82,7 +82,7 @@ async def serve(*, host: str, port: int, ready: Callable[[], None] = lambda: Non
         InboundHandler(),
         data_size_limit=settings.MAILSERVICE_INBOUND_MAX_BYTES,
         # aiosmtpd would look the FQDN up again for every connection.
-        hostname=settings.MAILSERVICE_INBOUND_HOSTNAME or socket.getfqdn(),
+        hostname=settings.MAILSERVICE_INBOUND_HOST or socket.getfqdn(),
         enable_SMTPUTF8=True,
         decode_data=False,
     )

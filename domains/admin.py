@@ -1,0 +1,267 @@
+"""Domains in the console: state and usage at a glance, DNS records to publish, the sending switches."""
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+from domains.dns import dns_records, domain_check_dns, unconfigured_settings
+from domains.models import Domain, SendingControl
+from domains.selectors import sending_control_state, with_sends_today
+from domains.services import (
+    domain_create,
+    domain_mark_verified,
+    domain_set_allowance,
+    normalize_domain_name,
+    sending_pause,
+    sending_resume,
+)
+from mailservice.console import adopt, refuse
+from mailservice.errors import ApiError
+from messaging.selectors import delivery_rates
+
+# Custom permissions (created by mailservice/migrations/0001_support_group.py).
+PAUSE_PERMISSION = "domains.pause_sending"
+RESUME_PERMISSION = "domains.resume_sending"
+
+
+class DomainAddForm(forms.ModelForm):
+    class Meta:
+        model = Domain
+        fields = ["name"]
+
+    def clean_name(self) -> str:
+        try:
+            return normalize_domain_name(self.cleaned_data["name"])
+        except ApiError as exc:
+            raise forms.ValidationError(exc.message) from None
+
+
+class PauseForm(forms.Form):
+    reason = forms.CharField(max_length=500, widget=forms.Textarea(attrs={"rows": 3, "cols": 60}))
+
+
+class DomainChangeList(ChangeList):
+    """Adds each listed domain's bounce and complaint rates, one aggregate query for the page."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        rates = delivery_rates(
+            domain_ids=[domain.pk for domain in self.result_list], days=settings.MAILSERVICE_RATE_WINDOW_DAYS
+        )
+        for domain in self.result_list:
+            domain.delivery_rates = rates[domain.pk]
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def _pause_text(state: Domain | SendingControl) -> str:
+    """Who paused, when and why, for a paused domain or global switch."""
+    when = f"{state.paused_at:%Y-%m-%d %H:%M} UTC" if state.paused_at else "an unknown time"
+    return f"by {state.paused_by or 'unknown'} at {when}: {state.pause_reason or 'no reason given'}"
+
+
+@admin.register(Domain)
+class DomainAdmin(admin.ModelAdmin):
+    list_display = ["name", "verification", "sending", "usage", "bounce_rate", "complaint_rate"]
+    list_filter = ["verified", "sending_paused", "auto_paused"]
+    search_fields = ["name"]
+    show_full_result_count = False
+    actions = ["check_dns", "mark_verified"]
+    change_readonly = [
+        "name",
+        "public_id",
+        "verification",
+        "sending",
+        "usage",
+        "dkim_selector",
+        "created_at",
+    ]
+
+    # --- list -------------------------------------------------------------------------------
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Domain]:
+        return with_sends_today(super().get_queryset(request)).defer("dkim_private_key")
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return DomainChangeList
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        control = sending_control_state()
+        context = {
+            "global_paused": control.paused,
+            "global_pause_text": _pause_text(control) if control.paused else "",
+            **(extra_context or {}),
+        }
+        return super().changelist_view(request, context)
+
+    @admin.display(description="Verified", ordering="verified")
+    def verification(self, domain: Domain) -> str:
+        if not domain.verified:
+            return mark_safe('<span style="color:var(--error-fg);white-space:nowrap">✗ not verified</span>')  # noqa: S308
+        when = f"{domain.verified_at:%Y-%m-%d %H:%M} UTC" if domain.verified_at else "unknown time"
+        return format_html(
+            '<span style="white-space:nowrap">✓ verified</span><br><small>{}, {}</small>',
+            domain.verified_by or "unknown",
+            when,
+        )
+
+    @admin.display(description="Sending")
+    def sending(self, domain: Domain) -> str:
+        if domain.sending_paused:
+            label = "AUTO-PAUSED" if domain.auto_paused else "PAUSED"
+            return format_html(
+                '<strong style="color:var(--error-fg)">{}</strong> <a class="button" href="{}">Resume</a>'
+                "<br><small>{}</small>",
+                label,
+                reverse("admin:domains_domain_resume", args=[domain.pk]),
+                _pause_text(domain),
+            )
+        return format_html(
+            '<span style="white-space:nowrap"><span style="color:green">● on</span> '
+            '<a class="button" href="{}">Pause</a></span>',
+            reverse("admin:domains_domain_pause", args=[domain.pk]),
+        )
+
+    @admin.display(description="Sent today / allowance")
+    def usage(self, domain: Domain) -> str:
+        allowance = "unlimited" if domain.daily_allowance is None else str(domain.daily_allowance)
+        return f"{domain.sends_today} / {allowance}"
+
+    @admin.display(description=f"Bounce rate ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
+    def bounce_rate(self, domain: Domain) -> str:
+        return _percent(domain.delivery_rates.bounce_rate)
+
+    @admin.display(description=f"Complaint rate ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
+    def complaint_rate(self, domain: Domain) -> str:
+        return _percent(domain.delivery_rates.complaint_rate)
+
+    # --- add and change ---------------------------------------------------------------------
+    def get_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
+        return ["name"] if obj is None else [*self.change_readonly[:5], "daily_allowance", *self.change_readonly[5:]]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
+        return [] if obj is None else self.change_readonly
+
+    def get_form(self, request: HttpRequest, obj: Domain | None = None, change: bool = False, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = DomainAddForm
+        return super().get_form(request, obj, change, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: Domain, form: forms.ModelForm, change: bool) -> None:
+        if change:
+            domain_set_allowance(domain=obj, allowance=form.cleaned_data["daily_allowance"])
+            return
+        adopt(obj, domain_create(name=form.cleaned_data["name"]))
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        domain = self.get_object(request, object_id)
+        context = {
+            "dns_records": dns_records(domain=domain) if domain else [],
+            "unconfigured_settings": unconfigured_settings(),
+            **(extra_context or {}),
+        }
+        return super().change_view(request, object_id, form_url, context)
+
+    # --- operator actions ---------------------------------------------------------------------
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view
+        return [
+            path("sending/pause/", view(self.sending_switch_view), {"pause": True}, name="domains_sending_pause"),
+            path("sending/resume/", view(self.sending_switch_view), {"pause": False}, name="domains_sending_resume"),
+            path(
+                "<int:object_id>/pause/", view(self.sending_switch_view), {"pause": True}, name="domains_domain_pause"
+            ),
+            path(
+                "<int:object_id>/resume/",
+                view(self.sending_switch_view),
+                {"pause": False},
+                name="domains_domain_resume",
+            ),
+            path("<int:object_id>/check-dns/", view(self.check_dns_view), name="domains_domain_check_dns"),
+            path("<int:object_id>/mark-verified/", view(self.mark_verified_view), name="domains_domain_mark_verified"),
+            *super().get_urls(),
+        ]
+
+    def sending_switch_view(self, request: HttpRequest, pause: bool, object_id: int | None = None) -> HttpResponse:
+        """Pause or resume one domain (object_id) or all sending; GET asks to confirm, POST switches."""
+        permission = PAUSE_PERMISSION if pause else RESUME_PERMISSION
+        if not request.user.has_perm(permission):
+            return refuse(request, f"You may not {'pause' if pause else 'lift a pause on'} sending.")
+        domain = get_object_or_404(Domain, pk=object_id) if object_id is not None else None
+        data = request.POST if request.method == "POST" else None
+        form = PauseForm(data) if pause else forms.Form(data)
+        if request.method == "POST" and form.is_valid():
+            if pause:
+                sending_pause(domain=domain, actor=request.user.get_username(), reason=form.cleaned_data["reason"])
+            else:
+                sending_resume(domain=domain)
+            if domain is not None:
+                self.log_change(request, domain, "Paused sending" if pause else "Resumed sending")
+            target = domain.name if domain else "all domains"
+            self.message_user(request, f"Sending {'paused' if pause else 'resumed'} for {target}.", messages.SUCCESS)
+            back = reverse("admin:domains_domain_change", args=[domain.pk]) if domain else None
+            return HttpResponseRedirect(back or reverse("admin:domains_domain_changelist"))
+        state = domain or sending_control_state()
+        paused = state.sending_paused if isinstance(state, Domain) else state.paused
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"{'Pause' if pause else 'Resume'} sending: {domain.name if domain else 'all domains'}",
+            "domain": domain,
+            "pause": pause,
+            "paused": paused,
+            "pause_text": _pause_text(state) if paused else "",
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/domains/domain/sending_switch.html", context)
+
+    def _render_dns_checks(self, request: HttpRequest, domains: list[Domain]) -> HttpResponse:
+        try:
+            results = [(domain, domain_check_dns(domain=domain)) for domain in domains]
+        except ApiError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(reverse("admin:domains_domain_changelist"))
+        for domain, result in results:
+            if result.verified_now:
+                self.log_change(request, domain, "Verified by DNS check")
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "DNS check", "results": results}
+        return TemplateResponse(request, "admin/domains/domain/dns_check.html", context)
+
+    def check_dns_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        if request.method != "POST" or not self.has_change_permission(request):
+            return refuse(request, "Checking DNS needs a POST from an operator who may change domains.")
+        return self._render_dns_checks(request, [get_object_or_404(Domain, pk=object_id)])
+
+    def mark_verified_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        if request.method != "POST" or not self.has_change_permission(request):
+            return refuse(request, "Marking a domain verified needs a POST from an operator who may change domains.")
+        domain = get_object_or_404(Domain, pk=object_id)
+        self._mark_verified(request, domain)
+        return HttpResponseRedirect(reverse("admin:domains_domain_change", args=[domain.pk]))
+
+    def _mark_verified(self, request: HttpRequest, domain: Domain) -> None:
+        domain_mark_verified(domain=domain, actor=f"{request.user.get_username()} (operator override)"[:150])
+        self.log_change(request, domain, "Marked verified (operator override)")
+        self.message_user(request, f"{domain.name} marked verified by {request.user.get_username()}.", messages.SUCCESS)
+
+    @admin.action(description="Check DNS", permissions=["change"])
+    def check_dns(self, request: HttpRequest, queryset: QuerySet[Domain]) -> HttpResponse:
+        return self._render_dns_checks(request, list(queryset))
+
+    @admin.action(description="Mark verified (operator override)", permissions=["change"])
+    def mark_verified(self, request: HttpRequest, queryset: QuerySet[Domain]) -> None:
+        for domain in queryset:
+            self._mark_verified(request, domain)

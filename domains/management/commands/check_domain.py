@@ -1,0 +1,31 @@
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+
+from domains.dns import Outcome, domain_check_dns
+from domains.selectors import domain_get_by_name
+from mailservice.commands import ServiceCommand
+
+
+class Command(ServiceCommand):
+    help = (
+        "Look up a domain's DNS records (as the console's Check DNS does) and verify it when its TXT record matches;"
+        " exits 2 while the domain is not verified."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        domain = domain_get_by_name(name=options["name"])
+        result = domain_check_dns(domain=domain)
+        for check in result.checks:
+            record = check.record
+            line = f"{check.outcome:<20} {record.purpose}: {record.name} {record.type} {record.value}"
+            if check.outcome is Outcome.WRONG:
+                line += f" (published: {' | '.join(check.seen)})"
+            self.stdout.write(line)
+        if not domain.verified:
+            # Exit status 2, so scripts can wait for DNS with `until manage.py check_domain NAME; do …`.
+            raise CommandError(f"{domain.name} is not verified: publish its verification TXT record", returncode=2)
+        self.stdout.write(f"{domain.name} is {'now ' if result.verified_now else ''}verified")

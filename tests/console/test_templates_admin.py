@@ -1,0 +1,102 @@
+"""Templates in the console: versions, previews with sample variables, publish and unpublish."""
+
+import html as html_lib
+import json
+
+import pytest
+
+from templates_app.models import TemplateVersion
+from tests.factories import TemplateFactory, TemplateVersionFactory
+
+pytestmark = pytest.mark.django_db
+
+VERSIONS = "/admin/templates_app/templateversion/"
+
+
+@pytest.fixture
+def template(domain):
+    return TemplateFactory(domain=domain, slug="welcome")
+
+
+def test_the_template_page_lists_versions_and_shows_how_to_send_with_it(operator, template):
+    TemplateVersionFactory(template=template, number=1, subject="First")
+    TemplateVersionFactory(template=template, number=2, subject="Second", published=False)
+
+    html = operator.get(f"/admin/templates_app/template/{template.pk}/change/").content.decode()
+
+    assert "First" in html and "Second" in html
+    assert f'"id": "{template.public_id}"' in html and '"id": "welcome"' in html
+
+
+def test_a_new_version_is_numbered_after_the_last_and_starts_as_a_draft(operator, template):
+    TemplateVersionFactory(template=template, number=3)
+
+    response = operator.post(
+        f"{VERSIONS}add/", {"template": template.pk, "subject": "Hi {{ name }}", "text": "Hello {{ name }}", "html": ""}
+    )
+
+    assert response.status_code == 302
+    version = TemplateVersion.objects.get(template=template, number=4)
+    assert not version.published and version.text == "Hello {{ name }}"
+
+
+def test_a_version_needs_text_or_html(operator, template):
+    response = operator.post(f"{VERSIONS}add/", {"template": template.pk, "subject": "Hi", "text": "", "html": ""})
+
+    assert response.status_code == 200 and b"A version needs text or HTML" in response.content
+    assert not TemplateVersion.objects.exists()
+
+
+def test_the_preview_renders_sample_variables_side_by_side_with_sandboxed_html(operator, template):
+    version = TemplateVersionFactory(
+        template=template, subject="Hi {{ name }}", text="Hello {{ name }}", html="<p>Hello <b>{{ name }}</b></p>"
+    )
+    url = f"{VERSIONS}{version.pk}/change/"
+
+    default = operator.get(url).content.decode()
+    assert "Hello [name]" in default
+    assert 'name="_save"' not in default  # versions are immutable
+
+    page = operator.get(url, {"variables": json.dumps({"name": "<Ada>"})}).content.decode()
+    assert '<pre id="preview-text"' in page and "Hello &lt;Ada&gt;" in page
+    iframe = page[page.index('<iframe class="ms-html"') :]
+    assert iframe.startswith('<iframe class="ms-html" sandbox=""')
+    srcdoc = html_lib.unescape(iframe.split('srcdoc="')[1].split('"')[0])
+    assert srcdoc == "<p>Hello <b>&lt;Ada&gt;</b></p>"  # the variable is escaped inside the HTML
+
+
+@pytest.mark.parametrize(
+    ("variables", "error"),
+    [
+        ("{not json", "Sample variables are not valid JSON"),
+        ('["a"]', "Sample variables must be a JSON object"),
+        ("{}", "no value for placeholder {{ name }}"),
+    ],
+)
+def test_a_bad_preview_shows_the_error(operator, template, variables, error):
+    version = TemplateVersionFactory(template=template)
+
+    response = operator.get(f"{VERSIONS}{version.pk}/change/", {"variables": variables})
+
+    assert response.status_code == 200
+    assert error in html_lib.unescape(response.content.decode())
+
+
+def test_publish_and_unpublish(operator, template):
+    version = TemplateVersionFactory(template=template, published=False)
+
+    operator.post(f"{VERSIONS}{version.pk}/publish/")
+    version.refresh_from_db()
+    assert version.published and version.published_at is not None
+
+    operator.post(VERSIONS, {"action": "unpublish", "_selected_action": [version.pk]})
+    version.refresh_from_db()
+    assert not version.published and version.published_at is None
+
+
+def test_support_cannot_publish(support, template):
+    version = TemplateVersionFactory(template=template, published=False)
+
+    assert support.post(f"{VERSIONS}{version.pk}/publish/").status_code == 403
+    version.refresh_from_db()
+    assert not version.published

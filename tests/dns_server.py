@@ -1,0 +1,61 @@
+"""A real authoritative DNS server on loopback (dnslib), serving whatever records a test publishes."""
+
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from dnslib import MX, QTYPE, RCODE, RR, TXT, DNSRecord
+from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
+
+from tests.live import free_port
+
+
+class Zone(BaseResolver):
+    """Records by (name, type); names it has nothing for get NXDOMAIN, other types an empty answer."""
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], list[TXT | MX]] = {}
+
+    def publish_txt(self, name: str, value: str) -> None:
+        # One TXT record holds strings of at most 255 bytes; long values (DKIM keys) span several.
+        data = value.encode()
+        self.records.setdefault((name.lower(), "TXT"), []).append(
+            TXT([data[i : i + 255] for i in range(0, len(data), 255)])
+        )
+
+    def publish_mx(self, name: str, host: str, priority: int = 10) -> None:
+        self.records.setdefault((name.lower(), "MX"), []).append(MX(host, priority))
+
+    def resolve(self, request: DNSRecord, handler: DNSHandler) -> DNSRecord:
+        reply = request.reply()
+        name, qtype = str(request.q.qname).rstrip(".").lower(), QTYPE[request.q.qtype]
+        for rdata in self.records.get((name, qtype), []):
+            reply.add_answer(RR(request.q.qname, request.q.qtype, rdata=rdata, ttl=60))
+        if not any(known == name for known, _ in self.records):
+            reply.header.rcode = RCODE.NXDOMAIN
+        return reply
+
+
+@contextmanager
+def dns_server() -> Iterator[tuple[Zone, str]]:
+    """Serve a fresh Zone over UDP and TCP (long answers are truncated over UDP); yields (zone, "host:port")."""
+    zone = Zone()
+    port = free_port()
+    quiet = DNSLogger("-request,-reply,-truncated,-error,-recv,-send,-data")
+    servers = [DNSServer(zone, address="127.0.0.1", port=port, tcp=tcp, logger=quiet) for tcp in (False, True)]
+    for server in servers:
+        server.start_thread()
+    try:
+        yield zone, f"127.0.0.1:{port}"
+    finally:
+        for server in servers:
+            server.stop()
+            server.server.server_close()
+
+
+@contextmanager
+def unanswering_dns_server() -> Iterator[str]:
+    """A bound UDP socket that reads nothing: queries to it can only time out."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
