@@ -127,7 +127,9 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "mailservice.openapi.ApiSchema",
+    # OPTIONS is not an operation of the API: it answers 405 like any other undocumented method.
+    "DEFAULT_METADATA_CLASS": None,
     "EXCEPTION_HANDLER": "mailservice.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
@@ -138,7 +140,6 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

@@ -2,7 +2,7 @@
 
 A Mailbox is 3 to 320 characters: either a bare `local@domain` (no whitespace, `<`, `>`, `@`
 or comma on either side, at least one dot in the domain), or a display text without `<`, `>`,
-CR or LF, then a space, then such an address in angle brackets.
+CR or LF, then a space, then such an address in angle brackets. NUL is rejected everywhere.
 """
 
 import re
@@ -10,13 +10,18 @@ import re
 MIN_LENGTH = 3
 MAX_LENGTH = 320
 
-_ATOM = r"[^\s<>@,]"
+# "Whitespace" spelled out: Python's \s and ECMA-262's \s (the OpenAPI pattern) disagree on a
+# few characters, so the class is the union of both and means the same in either engine.
+# NUL is excluded too: PostgreSQL cannot store it, so no address may carry it.
+_WHITESPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_ATOM = rf"[^\x00{_WHITESPACE}<>@,]"
+_DISPLAY = r"[^\x00<>\r\n]+"
 _ADDRESS = rf"{_ATOM}+@(?={_ATOM}*\.){_ATOM}+"
 _BARE = re.compile(_ADDRESS)
-_WITH_DISPLAY = re.compile(rf"(?P<display>[^<>\r\n]+) <(?P<address>{_ADDRESS})>")
+_WITH_DISPLAY = re.compile(rf"(?P<display>{_DISPLAY}) <(?P<address>{_ADDRESS})>")
 
 # The same grammar for the OpenAPI document (ECMA-262 regular expression).
-OPENAPI_PATTERN = rf"^(?:{_ADDRESS}|[^<>\r\n]+ <{_ADDRESS}>)$"
+OPENAPI_PATTERN = rf"^(?:{_ADDRESS}|{_DISPLAY} <{_ADDRESS}>)$"
 
 
 def is_mailbox(value: str) -> bool:

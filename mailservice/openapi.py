@@ -1,4 +1,19 @@
+"""How the OpenAPI document says what the serializers enforce, beyond what drf-spectacular infers."""
+
 from typing import Any
+
+from drf_spectacular.openapi import AutoSchema
+
+
+class ApiSchema(AutoSchema):
+    """Adds each serializer's `required_any_of` groups ("at least one of to, cc or bcc")."""
+
+    def _map_serializer(self, serializer: Any, direction: str, bypass_extensions: bool = False) -> dict[str, Any]:
+        schema = super()._map_serializer(serializer, direction, bypass_extensions)
+        groups = [{"anyOf": [{"required": [name]} for name in group]} for group in getattr(serializer, "required_any_of", ())]
+        if groups:
+            schema["allOf"] = groups
+        return schema
 
 
 def close_object_schemas(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
