@@ -2,7 +2,6 @@
 
 from typing import Any
 
-from django.core.validators import RegexValidator
 from django.http import QueryDict
 from rest_framework import serializers
 
@@ -14,6 +13,7 @@ from mailservice.fields import (
     StrictCharField,
     StrictIntegerField,
     TemplateVariablesField,
+    WholeStringRegexValidator,
 )
 from messaging.models import Direction, Status
 from messaging.services import SendRequest, TemplateReference
@@ -32,17 +32,23 @@ class StrictSerializer(serializers.Serializer):
         return {self.renamed_fields.get(name, name): field for name, field in fields.items()}
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = [key for key in data if key not in self.fields]
-            if unknown:
-                raise serializers.ValidationError({key: "unknown field" for key in unknown})
-        return super().to_internal_value(data)
+        unknown = {key: "unknown field" for key in data if key not in self.fields} if isinstance(data, dict) else {}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            # One answer names every offending field: the unknown ones and the invalid ones.
+            if unknown and isinstance(exc.detail, dict):
+                raise serializers.ValidationError({**exc.detail, **unknown}) from None
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
 
 
 class TemplateReferenceSerializer(StrictSerializer):
     """A published template of the key's domain, by id or slug; without `version` the newest published one."""
 
-    id = StrictCharField(allow_blank=False, max_length=100, validators=[RegexValidator(TEMPLATE_ID_PATTERN)])
+    id = StrictCharField(allow_blank=False, max_length=100, validators=[WholeStringRegexValidator(TEMPLATE_ID_PATTERN)])
     version = StrictIntegerField(min_value=1, required=False)
     variables = TemplateVariablesField(required=False)
 

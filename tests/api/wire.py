@@ -19,7 +19,7 @@ def inline_body(**changes: Any) -> dict[str, Any]:
 
 
 def template_body(template: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    return inline_body(template=template, subject=OMIT, text=OMIT, **changes)
+    return inline_body(**{"subject": OMIT, "text": OMIT, **changes, "template": template})
 
 
 def assert_api_error(response: Any, status: int, code: str) -> dict[str, str]:
