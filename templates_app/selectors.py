@@ -4,10 +4,6 @@ from domains.models import Domain
 from mailservice.errors import ValidationFailed
 from templates_app.models import Template, TemplateVersion
 
-# TemplateVersion.number is a PostgreSQL integer; a larger version cannot exist, and asking
-# the database for one would fail with "integer out of range" instead of a clear 400.
-_MAX_VERSION = 2**31 - 1
-
 
 def template_version_for_send(*, domain: Domain, reference: str, version: int | None) -> TemplateVersion:
     """The published version a send uses: the one named, else the newest published one.
@@ -19,7 +15,7 @@ def template_version_for_send(*, domain: Domain, reference: str, version: int | 
         raise ValidationFailed(f"template.id: no template {reference!r} on this domain", code="TemplateNotFound")
     published = TemplateVersion.objects.filter(template=template, published=True)
     if version is not None:
-        found = published.filter(number=version).first() if version <= _MAX_VERSION else None
+        found = published.filter(number=version).first()
         if found is None:
             raise ValidationFailed(
                 f"template.version: template {reference!r} has no published version {version}", code="TemplateNotFound"
