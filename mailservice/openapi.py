@@ -17,8 +17,12 @@ class ApiSchema(AutoSchema):
 
 
 def close_object_schemas(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
-    """Every object in the spec has `No additional properties`; say so in each component."""
+    """Every object in the spec has `No additional properties`, and every request body is required."""
     for schema in result.get("components", {}).get("schemas", {}).values():
         if schema.get("type") == "object" and "properties" in schema:
             schema.setdefault("additionalProperties", False)
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if "requestBody" in operation:
+                operation["requestBody"]["required"] = True
     return result
