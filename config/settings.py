@@ -127,6 +127,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "mailservice.negotiation.JsonOnlyNegotiation",
     "DEFAULT_SCHEMA_CLASS": "mailservice.openapi.ApiSchema",
     # OPTIONS is not an operation of the API: it answers 405 like any other undocumented method.
     "DEFAULT_METADATA_CLASS": None,

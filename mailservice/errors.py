@@ -106,7 +106,6 @@ _DRF_CODES: dict[type, tuple[int, str]] = {
     drf_exceptions.PermissionDenied: (403, "Forbidden"),
     drf_exceptions.NotFound: (404, "NotFound"),
     drf_exceptions.MethodNotAllowed: (405, "MethodNotAllowed"),
-    drf_exceptions.NotAcceptable: (406, "NotAcceptable"),
     drf_exceptions.Throttled: (429, "RateLimited"),
     drf_exceptions.ValidationError: (400, "ValidationError"),
 }

@@ -116,6 +116,13 @@ class TestEveryFailureIsAnApiError:
 
 
 class TestHeaders:
+    @pytest.mark.parametrize("accept", ["text/html", "application/xml", "*/*", "application/json; q=0"])
+    def test_the_answer_is_json_whatever_accept_says(self, http, full_key, accept):
+        ok = http.get("/v1/messages", headers={**bearer(full_key), "Accept": accept})
+        assert (ok.status_code, ok.headers["content-type"]) == (200, "application/json")
+        assert_api_error(http.get("/v1/messages/msg_x", headers={**bearer(full_key), "Accept": accept}), 404, "NotFound")
+        assert http.get("/v1/openapi.json", headers={"Accept": accept}).json()["openapi"] == "3.1.0"
+
     @pytest.mark.parametrize("path", ["/v1/messages", "/v1/openapi.json", "/docs/"])
     def test_successful_responses_carry_a_request_id_and_are_not_cached(self, http, full_key, path):
         response = http.get(path, headers=bearer(full_key))
