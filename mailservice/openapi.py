@@ -10,7 +10,9 @@ class ApiSchema(AutoSchema):
 
     def _map_serializer(self, serializer: Any, direction: str, bypass_extensions: bool = False) -> dict[str, Any]:
         schema = super()._map_serializer(serializer, direction, bypass_extensions)
-        groups = [{"anyOf": [{"required": [name]} for name in group]} for group in getattr(serializer, "required_any_of", ())]
+        groups = [
+            {"anyOf": [{"required": [name]} for name in group]} for group in getattr(serializer, "required_any_of", ())
+        ]
         if groups:
             schema["allOf"] = groups
         return schema

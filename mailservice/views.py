@@ -19,7 +19,6 @@ from messaging.models import Direction
 from messaging.selectors import message_get, message_list
 from messaging.services import message_send
 
-
 _ERROR_DESCRIPTIONS = {
     400: "Invalid request content, invalid page cursor, or domain not verified",
     401: "Key missing, invalid or revoked",

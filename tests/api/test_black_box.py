@@ -66,11 +66,15 @@ class TestEveryFailureIsAnApiError:
         assert_api_error(http.get("/v1/messages", headers={"Authorization": f"Bearer {forged}"}), 401, "Unauthorized")
 
     def test_a_key_without_the_permission_is_403(self, http, read_only_key, send_only_key):
-        assert_api_error(http.post("/v1/send", headers=bearer(read_only_key), json=inline_body()), 403, "MissingPermission")
+        assert_api_error(
+            http.post("/v1/send", headers=bearer(read_only_key), json=inline_body()), 403, "MissingPermission"
+        )
         assert_api_error(http.get("/v1/messages", headers=bearer(send_only_key)), 403, "MissingPermission")
         assert_api_error(http.get("/v1/messages/msg_x", headers=bearer(send_only_key)), 403, "MissingPermission")
 
-    @pytest.mark.parametrize("path", ["/", "/nope", "/v1", "/v1/", "/v1/nope", "/v1/messages/", "/v1/send/x", "/static/x"])
+    @pytest.mark.parametrize(
+        "path", ["/", "/nope", "/v1", "/v1/", "/v1/nope", "/v1/messages/", "/v1/send/x", "/static/x"]
+    )
     def test_unknown_paths_are_404(self, http, full_key, path):
         assert_api_error(http.get(path, headers=bearer(full_key)), 404, "NotFound")
 
@@ -120,7 +124,9 @@ class TestHeaders:
     def test_the_answer_is_json_whatever_accept_says(self, http, full_key, accept):
         ok = http.get("/v1/messages", headers={**bearer(full_key), "Accept": accept})
         assert (ok.status_code, ok.headers["content-type"]) == (200, "application/json")
-        assert_api_error(http.get("/v1/messages/msg_x", headers={**bearer(full_key), "Accept": accept}), 404, "NotFound")
+        assert_api_error(
+            http.get("/v1/messages/msg_x", headers={**bearer(full_key), "Accept": accept}), 404, "NotFound"
+        )
         assert http.get("/v1/openapi.json", headers={"Accept": accept}).json()["openapi"] == "3.1.0"
 
     @pytest.mark.parametrize("path", ["/v1/messages", "/v1/openapi.json", "/docs/"])

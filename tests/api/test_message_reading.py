@@ -58,7 +58,11 @@ def test_list_items_carry_text_null_and_get_carries_the_body(api, domain):
     message = MessageFactory(domain=domain, text="The body")
     item = api.get("/v1/messages").json()["data"][0]
     got = api.get(f"/v1/messages/{message.public_id}").json()
-    assert set(item) == set(got) == {"id", "domain_id", "direction", "from", "to", "subject", "status", "created_at", "text"}
+    assert (
+        set(item)
+        == set(got)
+        == {"id", "domain_id", "direction", "from", "to", "subject", "status", "created_at", "text"}
+    )
     assert (item["text"], got["text"]) == (None, "The body")
     assert {**item, "text": "The body"} == got
 

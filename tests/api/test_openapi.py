@@ -149,12 +149,21 @@ def test_the_mailbox_pattern_is_the_grammar_the_server_applies():
 def test_response_shapes_match_the_spec(document):
     schemas = document["components"]["schemas"]
     message, listing = schemas["Message"], schemas["MessageList"]
-    assert sorted(message["required"]) == sorted(message["properties"]) == sorted(
-        ["id", "domain_id", "direction", "from", "to", "subject", "status", "created_at", "text"]
+    assert (
+        sorted(message["required"])
+        == sorted(message["properties"])
+        == sorted(["id", "domain_id", "direction", "from", "to", "subject", "status", "created_at", "text"])
     )
     assert message["properties"]["text"]["type"] == ["string", "null"]
     assert message["properties"]["id"]["minLength"] == message["properties"]["domain_id"]["minLength"] == 1
-    assert message["properties"]["status"]["enum"] == ["accepted", "delivered", "received", "bounced", "complained", "failed"]
+    assert message["properties"]["status"]["enum"] == [
+        "accepted",
+        "delivered",
+        "received",
+        "bounced",
+        "complained",
+        "failed",
+    ]
     assert message["properties"]["direction"]["enum"] == ["sent", "received"]
     assert message["properties"]["created_at"] == {"type": "string", "format": "date-time"}
     assert sorted(listing["required"]) == ["data", "has_more", "next_cursor"]

@@ -105,7 +105,11 @@ class TestCursorProperties:
         mutation = data.draw(
             st.one_of(
                 st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=600),
-                st.builds(lambda i, s: base[:i] + s + base[i + 1 :], st.integers(0, max(len(base) - 1, 0)), st.text(max_size=3)),
+                st.builds(
+                    lambda i, s: base[:i] + s + base[i + 1 :],
+                    st.integers(0, max(len(base) - 1, 0)),
+                    st.text(max_size=3),
+                ),
                 st.integers(1, max(len(base), 1)).map(lambda i: base[:i]),
                 st.just(base),
             )

@@ -21,9 +21,12 @@ def limited_url(django_db_setup, django_db_blocker) -> Iterator[str]:
     # With Redis the two workers share one counter; without it each worker would count alone.
     workers = 2 if os.environ.get("REDIS_URL") else 1
     # An hour's window, so the run cannot straddle a window boundary and start afresh.
-    with django_db_blocker.unblock(), web_server(
-        workers=workers, MAILSERVICE_RATE_LIMIT=f"{LIMIT}/h", MAILSERVICE_TRUSTED_PROXIES=f"{PROXY}/32"
-    ) as base_url:
+    with (
+        django_db_blocker.unblock(),
+        web_server(
+            workers=workers, MAILSERVICE_RATE_LIMIT=f"{LIMIT}/h", MAILSERVICE_TRUSTED_PROXIES=f"{PROXY}/32"
+        ) as base_url,
+    ):
         yield base_url
 
 
@@ -62,7 +65,9 @@ def test_x_forwarded_for_is_ignored_from_a_peer_that_is_not_a_trusted_proxy(fres
 
 def test_x_forwarded_for_names_the_client_behind_a_trusted_proxy(fresh_counters):
     with _client(fresh_counters, source=PROXY) as proxy:
-        first = [proxy.get("/v1/messages", headers={"X-Forwarded-For": "203.0.113.7"}).status_code for _ in range(LIMIT)]
+        first = [
+            proxy.get("/v1/messages", headers={"X-Forwarded-For": "203.0.113.7"}).status_code for _ in range(LIMIT)
+        ]
         first_again = proxy.get("/v1/messages", headers={"X-Forwarded-For": "203.0.113.7"})
         # A client cannot escape by prepending its own X-Forwarded-For: the proxy's entry is the last one.
         spoofed = proxy.get("/v1/messages", headers={"X-Forwarded-For": "198.51.100.1, 203.0.113.7"})

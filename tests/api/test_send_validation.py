@@ -51,7 +51,7 @@ MAILBOXES = [
     ("a@", False),
     ("ab", False),
     ("Bob <bob@example.org>", True),
-    ("Bob, Jr. (Sales) \"x\" @ <bob@example.org>", True),
+    ('Bob, Jr. (Sales) "x" @ <bob@example.org>', True),
     ("  <bob@example.org>", True),
     ("B" * (320 - len(" <bob@example.org>")) + " <bob@example.org>", True),
     ("B" * (321 - len(" <bob@example.org>")) + " <bob@example.org>", False),

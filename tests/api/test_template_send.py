@@ -33,7 +33,7 @@ def welcome(domain):
 
 
 def test_placeholders_are_filled_and_values_escaped_in_html_only(api, welcome):
-    variables = {"name": "Ann <ann> & \"co\"", "plan": 9007199254740991, "active": True}
+    variables = {"name": 'Ann <ann> & "co"', "plan": 9007199254740991, "active": True}
 
     message = _stored(_send(api, {"id": "welcome", "variables": variables}))
 
@@ -76,7 +76,9 @@ def test_the_newest_published_version_is_used_by_default(api, domain):
 
 
 def test_a_template_with_only_html_stores_no_text(api, domain):
-    TemplateVersionFactory(template=TemplateFactory(domain=domain, slug="html-only"), number=1, text="", html="<b>x</b>")
+    TemplateVersionFactory(
+        template=TemplateFactory(domain=domain, slug="html-only"), number=1, text="", html="<b>x</b>"
+    )
     message = _stored(_send(api, {"id": "html-only", "variables": {"name": "Ann"}}))
     assert (message.text, message.html) == (None, "<b>x</b>")
 

@@ -43,7 +43,9 @@ urlpatterns = [
 ]
 
 
-@pytest.mark.parametrize(("kind", "status", "code"), [("bug", 500, "InternalError"), ("integrity", 500, "InternalError")])
+@pytest.mark.parametrize(
+    ("kind", "status", "code"), [("bug", 500, "InternalError"), ("integrity", 500, "InternalError")]
+)
 def test_an_unexpected_exception_is_a_logged_500_without_internals(full_key, caplog, kind, status, code):
     with caplog.at_level(logging.ERROR, logger="mailservice.middleware"):
         response = client_for(full_key).get(f"/v1/failing/{kind}")
