@@ -143,6 +143,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # Swagger UI would otherwise send the document's URL to validator.swagger.io: /docs/ stays offline.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["mailservice.openapi.close_object_schemas"],
     "APPEND_COMPONENTS": {

@@ -1,6 +1,7 @@
 """Every rule of the wire contract, checked against a real gunicorn over HTTP."""
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -135,6 +136,15 @@ class TestHeaders:
         assert response.status_code == 200
         assert response.headers["x-request-id"].startswith("req_")
         assert response.headers["cache-control"] == "no-store"
+
+
+def test_the_docs_page_and_its_assets_are_served_by_the_production_server(http):
+    page = http.get("/docs/")
+    assets = re.findall(r"""(?:src|href)=["'](/static/[^"']+)["']""", page.text)
+    assert page.status_code == 200 and len(assets) >= 3
+    for asset in assets:
+        response = http.get(asset)
+        assert response.status_code == 200 and response.content, asset
 
 
 class TestTheLargestValidRequest:
