@@ -115,6 +115,10 @@ class TestEveryFailureIsAnApiError:
         )
         assert "subject" in error["message"]
 
+    def test_djangos_own_rejections_use_the_envelope(self, http, full_key):
+        response = http.get("/v1/messages", headers={**bearer(full_key), "Host": "evil.example"})
+        assert_api_error(response, 400, "BadRequest")
+
     def test_every_request_id_is_fresh(self, http, full_key):
         ids = {http.get("/v1/messages", headers=bearer(full_key)).headers["x-request-id"] for _ in range(5)}
         assert len(ids) == 5
