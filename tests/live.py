@@ -70,17 +70,32 @@ def _answers(url: str) -> bool:
 
 
 @contextmanager
-def serving(command: list[str], *, env: dict[str, str], port: int) -> Iterator[str]:
-    """Run an HTTP server process until the block ends; yields its base URL once it answers."""
-    (ROOT / "var").mkdir(exist_ok=True)
+def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
+    """gunicorn serving the project on a free loopback port; yields the base URL."""
+    port = free_port()
     log = open(ROOT / "var" / f"web-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [
+            str(BIN / "gunicorn"),
+            "config.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--access-logfile",
+            "-",
+        ],
+        cwd=ROOT,
+        env=child_env(**env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base_url = f"http://127.0.0.1:{port}"
     try:
         wait_until(
             lambda: process.poll() is None and _answers(base_url + "/v1/openapi.json"),
             timeout=30,
-            message=f"{command[0]} on {base_url} (log: {log.name})",
+            message=f"gunicorn on {base_url} (log: {log.name})",
         )
         yield base_url
     finally:
@@ -91,47 +106,3 @@ def serving(command: list[str], *, env: dict[str, str], port: int) -> Iterator[s
             process.kill()
             process.wait()
         log.close()
-
-
-@contextmanager
-def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
-    """gunicorn serving the project on a free loopback port; yields the base URL."""
-    port = free_port()
-    command = [
-        str(BIN / "gunicorn"),
-        "config.wsgi",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(workers),
-        "--access-logfile",
-        "-",
-    ]
-    with serving(command, env=child_env(**env), port=port) as base_url:
-        yield base_url
-
-
-def embedded_env(var_dir: Path) -> dict[str, str]:
-    """The README's first-run environment: DEBUG on, nothing configured, state under var_dir."""
-    unset = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY", "EMAIL_URL", "DJANGO_SETTINGS_MODULE")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", *unset))}
-    env.update(DEBUG="true", MAILSERVICE_VAR_DIR=str(var_dir), PYTHONUNBUFFERED="1")
-    return env
-
-
-def manage(*args: str, env: dict[str, str]) -> str:
-    """Run `python manage.py …` in a child process; returns its stdout, fails on a non-zero exit."""
-    result = subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
-@contextmanager
-def embedded_server(var_dir: Path) -> Iterator[str]:
-    """`DEBUG=true manage.py runserver` on the embedded defaults (SQLite under var_dir)."""
-    port = free_port()
-    command = [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
-    with serving(command, env=embedded_env(var_dir), port=port) as base_url:
-        yield base_url
