@@ -10,10 +10,10 @@ import re
 MIN_LENGTH = 3
 MAX_LENGTH = 320
 
-# "Whitespace" spelled out: Python's \s and ECMA-262's \s (the OpenAPI pattern) disagree on a
-# few characters, so the class is the union of both and means the same in either engine.
-# NUL is excluded too: PostgreSQL cannot store it, so no address may carry it.
-_WHITESPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+# "Whitespace" is Python's \s (str.isspace), spelled out so that the OpenAPI pattern means the
+# same in ECMA-262, whose \s differs (it adds U+FEFF and lacks U+001C-U+001F and U+0085); the
+# clients carry the same set. NUL is excluded too: PostgreSQL cannot store it.
+_WHITESPACE = r"\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _ATOM = rf"[^\x00{_WHITESPACE}<>@,]"
 _DISPLAY = r"[^\x00<>\r\n]+"
 _ADDRESS = rf"{_ATOM}+@(?={_ATOM}*\.){_ATOM}+"

@@ -14,17 +14,12 @@ from tests.conftest import client_for
 from tests.factories import MessageFactory
 
 
-def _is_space(character: str) -> bool:
-    # Whitespace as either regex engine (Python's, or ECMA-262's for the OpenAPI pattern) sees it.
-    return character.isspace() or character == "\ufeff"
-
-
 def _address_ok(address: str) -> bool:
     local, at, domain = address.partition("@")
     if not at or not local or not domain:
         return False
     for character in local + domain:
-        if character in "<>@,\x00" or _is_space(character):
+        if character in "<>@,\x00" or character.isspace():
             return False
     return "." in domain
 

@@ -81,6 +81,8 @@ MAILBOXES = [
     ("bob@example.", True),
     ("bo\u00a0b@example.org", False),
     ("bo\u2028b@example.org", False),
+    ("bo\x1fb@example.org", False),
+    ("bo\ufeffb@example.org", True),  # a byte order mark is not whitespace (as for the clients)
     ("j\u00f6rg@b\u00fccher.example", True),
     ("\U0001f600@example.org", True),
     ("bo\x00b@example.org", False),
