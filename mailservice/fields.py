@@ -3,7 +3,6 @@
 import re
 from typing import Any
 
-from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
@@ -18,17 +17,6 @@ MAILBOX_SCHEMA = {
     "maxLength": mailbox.MAX_LENGTH,
     "pattern": mailbox.OPENAPI_PATTERN,
 }
-
-
-class WholeStringRegexValidator(RegexValidator):
-    """A `^…$` pattern (as the OpenAPI document states it) matched against the whole string.
-
-    Python's `$` also matches before a trailing newline, so RegexValidator alone lets "id\n" through.
-    """
-
-    def __call__(self, value: Any) -> None:
-        if not self.regex.fullmatch(str(value)):
-            raise serializers.ValidationError(f"must match {self.regex.pattern}")
 
 
 class StrictCharField(serializers.CharField):

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.http import QueryDict
 from rest_framework import serializers
 
@@ -13,7 +14,6 @@ from mailservice.fields import (
     StrictCharField,
     StrictIntegerField,
     TemplateVariablesField,
-    WholeStringRegexValidator,
 )
 from messaging.models import Direction, Status
 from messaging.services import SendRequest, TemplateReference
@@ -48,7 +48,7 @@ class StrictSerializer(serializers.Serializer):
 class TemplateReferenceSerializer(StrictSerializer):
     """A published template of the key's domain, by id or slug; without `version` the newest published one."""
 
-    id = StrictCharField(allow_blank=False, max_length=100, validators=[WholeStringRegexValidator(TEMPLATE_ID_PATTERN)])
+    id = StrictCharField(allow_blank=False, max_length=100, validators=[RegexValidator(TEMPLATE_ID_PATTERN)])
     version = StrictIntegerField(min_value=1, required=False)
     variables = TemplateVariablesField(required=False)
 
