@@ -215,7 +215,9 @@ def test_the_docs_page_works_offline():
 
 @pytest.mark.live
 @pytest.mark.django_db(transaction=True)
-def test_a_property_based_run_finds_no_server_error_and_no_response_off_its_schema(live_url, full_key, domain):
+def test_a_property_based_run_finds_no_server_error_and_no_response_off_its_schema(
+    live_url, full_key, domain, tmp_path
+):
     """schemathesis generates valid and invalid requests from the document; every answer must conform."""
     MessageFactory(domain=domain)
     TemplateVersionFactory(template=TemplateFactory(domain=domain, slug="0"), number=1, text="x", html="")
@@ -243,6 +245,7 @@ def test_a_property_based_run_finds_no_server_error_and_no_response_off_its_sche
             "--exclude-checks",
             "positive_data_acceptance",
         ],
+        cwd=tmp_path,  # schemathesis keeps a crash cache in its working directory
         capture_output=True,
         text=True,
         timeout=300,
