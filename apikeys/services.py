@@ -62,10 +62,16 @@ _NO_SUCH_KEY_DIGEST = key_digest("ms_no-such-key")
 _LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
+def _is_key_text(text: str) -> bool:
+    return text.isascii() and text.isalnum()
+
+
 def _prefix_of(raw_key: str) -> str | None:
-    if not raw_key.startswith("ms_") or len(raw_key) < 3 + KEY_PREFIX_LENGTH + 1:
+    prefix = raw_key[3 : 3 + KEY_PREFIX_LENGTH]
+    # Only a prefix of the key alphabet is looked up: anything else (NUL included) cannot exist.
+    if not raw_key.startswith("ms_") or len(raw_key) < 3 + KEY_PREFIX_LENGTH + 1 or not _is_key_text(prefix):
         return None
-    return raw_key[3 : 3 + KEY_PREFIX_LENGTH]
+    return prefix
 
 
 def apikey_authenticate(*, raw_key: str) -> ApiKey | None:

@@ -129,7 +129,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "mailservice.negotiation.JsonOnlyNegotiation",
+    "DEFAULT_SCHEMA_CLASS": "mailservice.openapi.ApiSchema",
+    # OPTIONS is not an operation of the API: it answers 405 like any other undocumented method.
+    "DEFAULT_METADATA_CLASS": None,
     "EXCEPTION_HANDLER": "mailservice.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
@@ -140,9 +143,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "0.1.0",
     "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
-    "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # Swagger UI would otherwise send the document's URL to validator.swagger.io: /docs/ stays offline.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["mailservice.openapi.close_object_schemas"],
     "APPEND_COMPONENTS": {

@@ -64,7 +64,10 @@ def request_id_of(request: Any) -> str:
 
 
 def error_body(code: str, message: str, request: Any) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "request_id": request_id_of(request)}}
+    # Messages may quote the request (an unknown field's name); a lone surrogate from a JSON
+    # escape there could not be encoded as UTF-8, so it is shown escaped instead.
+    printable = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return {"error": {"code": code, "message": printable, "request_id": request_id_of(request)}}
 
 
 def error_response(
@@ -103,7 +106,6 @@ _DRF_CODES: dict[type, tuple[int, str]] = {
     drf_exceptions.PermissionDenied: (403, "Forbidden"),
     drf_exceptions.NotFound: (404, "NotFound"),
     drf_exceptions.MethodNotAllowed: (405, "MethodNotAllowed"),
-    drf_exceptions.NotAcceptable: (406, "NotAcceptable"),
     drf_exceptions.Throttled: (429, "RateLimited"),
     drf_exceptions.ValidationError: (400, "ValidationError"),
 }

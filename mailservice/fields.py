@@ -5,6 +5,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from mailservice import mailbox
 
@@ -48,6 +49,8 @@ class MailboxField(serializers.Field):
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             raise serializers.ValidationError("must be a string")
+        # A lone surrogate (legal in JSON as an escape) cannot be encoded for the database.
+        ProhibitSurrogateCharactersValidator()(data)
         if not mailbox.is_mailbox(data):
             raise serializers.ValidationError(
                 "must be an address like name@example.com or Name <name@example.com> (3 to 320 characters)"

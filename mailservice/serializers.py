@@ -32,14 +32,22 @@ class StrictSerializer(serializers.Serializer):
         return {self.renamed_fields.get(name, name): field for name, field in fields.items()}
 
     def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = [key for key in data if key not in self.fields]
-            if unknown:
-                raise serializers.ValidationError({key: "unknown field" for key in unknown})
-        return super().to_internal_value(data)
+        unknown = {key: "unknown field" for key in data if key not in self.fields} if isinstance(data, dict) else {}
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            # One answer names every offending field: the unknown ones and the invalid ones.
+            if unknown and isinstance(exc.detail, dict):
+                raise serializers.ValidationError({**exc.detail, **unknown}) from None
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
 
 
 class TemplateReferenceSerializer(StrictSerializer):
+    """A published template of the key's domain, by id or slug; without `version` the newest published one."""
+
     id = StrictCharField(allow_blank=False, max_length=100, validators=[RegexValidator(TEMPLATE_ID_PATTERN)])
     version = StrictIntegerField(min_value=1, required=False)
     variables = TemplateVariablesField(required=False)
@@ -54,10 +62,14 @@ class _SendBaseSerializer(StrictSerializer):
     bcc = AddressOrListField(required=False)
     replyTo = ReplyToField(required=False)  # noqa: N815 - the wire name
 
+    # Fields of which at least one must be present; also stated in the OpenAPI document.
+    required_any_of: tuple[tuple[str, ...], ...] = (("to", "cc", "bcc"),)
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        for group in self.required_any_of:
+            if not any(name in attrs for name in group):
+                raise serializers.ValidationError({group[0]: f"at least one of {', '.join(group)} is required"})
         recipients = sum(len(attrs.get(name, [])) for name in ("to", "cc", "bcc"))
-        if recipients == 0:
-            raise serializers.ValidationError({"to": "at least one of to, cc or bcc is required"})
         if recipients > MAX_RECIPIENTS:
             raise serializers.ValidationError(
                 {"to": f"at most {MAX_RECIPIENTS} recipients in total across to, cc and bcc (got {recipients})"}
@@ -83,14 +95,11 @@ class _SendBaseSerializer(StrictSerializer):
 class InlineSendRequestSerializer(_SendBaseSerializer):
     """Variant A: the content is in the request."""
 
+    required_any_of = (("to", "cc", "bcc"), ("text", "html"))
+
     subject = StrictCharField(max_length=100000)
     text = StrictCharField(max_length=100000, required=False)
     html = StrictCharField(max_length=100000, required=False)
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "text" not in attrs and "html" not in attrs:
-            raise serializers.ValidationError({"text": "at least one of text or html is required"})
-        return super().validate(attrs)
 
 
 class TemplateSendRequestSerializer(_SendBaseSerializer):

@@ -19,9 +19,23 @@ from messaging.models import Direction
 from messaging.selectors import message_get, message_list
 from messaging.services import message_send
 
+_ERROR_DESCRIPTIONS = {
+    400: "Invalid request content, invalid page cursor, or domain not verified",
+    401: "Key missing, invalid or revoked",
+    403: "Key lacks the permission, or sender on a different domain",
+    404: "Message not found, or not available to this key",
+    413: "Request too large",
+    429: "Too many requests (or the daily sending allowance is used up); see Retry-After",
+    503: "Sending paused (no message was sent), or the service is temporarily unavailable",
+}
+
 
 def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    return {status: OpenApiResponse(ApiErrorSerializer) for status in (*statuses, 401, 429)}
+    """The ApiError responses of an operation: its own statuses plus those every operation can give."""
+    return {
+        status: OpenApiResponse(ApiErrorSerializer, description=_ERROR_DESCRIPTIONS[status])
+        for status in sorted({*statuses, 400, 401, 403, 429})
+    }
 
 
 class SendView(APIView):
@@ -34,7 +48,7 @@ class SendView(APIView):
             serializers=[InlineSendRequestSerializer, TemplateSendRequestSerializer],
             resource_type_field_name=None,
         ),
-        responses={200: SendResponseSerializer, **_errors(400, 403, 413, 503)},
+        responses={200: SendResponseSerializer, **_errors(413, 503)},
     )
     def post(self, request: Request) -> Response:
         send_request = parse_send_request(request.data)
@@ -62,7 +76,7 @@ class MessageListView(APIView):
                 description="Only sent or only received messages (default both)",
             ),
         ],
-        responses={200: MessageListSerializer, **_errors(400, 403)},
+        responses={200: MessageListSerializer, **_errors()},
     )
     def get(self, request: Request) -> Response:
         query = parse_list_query(request.query_params)
@@ -80,7 +94,7 @@ class MessageDetailView(APIView):
         parameters=[
             OpenApiParameter("id", {"type": "string", "minLength": 1, "maxLength": 256}, OpenApiParameter.PATH)
         ],
-        responses={200: MessageSerializer, **_errors(400, 403, 404)},
+        responses={200: MessageSerializer, **_errors(404)},
     )
     def get(self, request: Request, id: str) -> Response:  # noqa: A002 - the spec's parameter name
         if len(id) > 256:

@@ -64,6 +64,8 @@ def message_list(*, domain: Domain, direction: str | None, limit: int, after: st
 
 def message_get(*, domain: Domain, public_id: str) -> Message:
     """A message of this domain; another domain's message is reported exactly like a missing one."""
+    if "\x00" in public_id:  # PostgreSQL rejects NUL in a query; no id contains one anyway
+        raise NotFound("No message with that id")
     message = Message.objects.select_related("domain").filter(domain=domain, public_id=public_id).first()
     if message is None:
         raise NotFound("No message with that id")
