@@ -39,6 +39,15 @@ class SendRequest:
 PAUSED_MESSAGE = "Sending is paused: production sending is not activated for this domain; no message was sent"
 
 
+def _is_on_domain(address: str, domain: Domain) -> bool:
+    """Exact and case-insensitive; a Unicode domain matches its stored IDNA (xn--) form."""
+    try:
+        sender_domain = address.rpartition("@")[2].lower().encode("idna").decode("ascii")
+    except UnicodeError:
+        return False
+    return sender_domain == domain.name
+
+
 def message_send(*, domain: Domain, request: SendRequest) -> Message:
     """Store an outbound message as `accepted`, after every check of the spec, in its order.
 
@@ -52,8 +61,7 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         rendered = template_render(version=version, variables=request.template.variables, subject=request.subject)
         subject, text, html = rendered.subject, rendered.text, rendered.html
 
-    sender_domain = address_of(request.from_address).rpartition("@")[2].lower()
-    if sender_domain != domain.name:
+    if not _is_on_domain(address_of(request.from_address), domain):
         raise PermissionDenied(
             f"from: the sender must be on this key's domain ({domain.name})", code="SenderNotAllowed"
         )

@@ -4,7 +4,8 @@ from django.db import models
 from domains.models import Domain
 from mailservice.ids import public_id
 
-SLUG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
+# As in the spec (ECMA-262): `\Z`, because Python's `$` would also match before a final newline.
+SLUG_PATTERN = r"\A[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z"
 
 
 def _template_public_id() -> str:

@@ -1,6 +1,9 @@
 import pytest
 
+from domains.services import domain_create
 from messaging.models import EventType, Message, Status
+from tests.conftest import client_for
+from tests.factories import ApiKeyFactory
 
 
 @pytest.mark.django_db
@@ -21,3 +24,19 @@ def test_inline_send_stores_an_accepted_message(api, domain):
         "Hello",
     )
     assert list(message.events.values_list("type", flat=True)) == [EventType.ACCEPTED]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("sender", "status"),
+    [("x@Bücher.example", 200), ("x@xn--bcher-kva.example", 200), ("x@bücher.example.", 403)],
+)
+def test_a_unicode_sender_domain_matches_its_idna_form_exactly(sender, status):
+    domain = domain_create(name="bücher.example", verified=True)
+    api = client_for(ApiKeyFactory(domain=domain))
+
+    response = api.post(
+        "/v1/send", {"from": sender, "to": "b@example.org", "subject": "Hi", "text": "x"}, format="json"
+    )
+
+    assert (domain.name, response.status_code) == ("xn--bcher-kva.example", status)

@@ -6,10 +6,11 @@ export const MIN_LENGTH = 3;
 export const MAX_LENGTH = 320;
 
 export const SPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
-const ATOM = `[^${SPACE}<>@,]`;
+// NUL is refused everywhere, as on the server (PostgreSQL cannot store it).
+const ATOM = `[^\\x00${SPACE}<>@,]`;
 const ADDRESS = `${ATOM}+@(?=${ATOM}*\\.)${ATOM}+`;
 const BARE = new RegExp(`^${ADDRESS}$`, "u");
-const WITH_DISPLAY = new RegExp(`^[^<>\\r\\n]+ <${ADDRESS}>$`, "u");
+const WITH_DISPLAY = new RegExp(`^[^\\x00<>\\r\\n]+ <${ADDRESS}>$`, "u");
 
 /** The length of a string in code points (what the server counts). */
 export function codePoints(value) {

@@ -12,8 +12,7 @@ const MAX_TEMPLATE_SUBJECT = 1000;
 const MAX_TEMPLATE_ID = 100;
 const MAX_VARIABLES = 50;
 const MAX_VARIABLE_STRING = 2000;
-// The server checks template ids with Python's `$`, which also matches before one final newline.
-const TEMPLATE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,99}\n?$/;
+const TEMPLATE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/;
 const VARIABLE_NAME = /^[A-Za-z][A-Za-z0-9_]{0,49}$/;
 // Lone surrogates cannot be decoded by the server; a surrogate pair is one code point there.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;

@@ -9,10 +9,11 @@ import re
 MIN_LENGTH = 3
 MAX_LENGTH = 320
 
-_ATOM = r"[^\s<>@,]"
+# NUL is refused everywhere, as on the server (PostgreSQL cannot store it).
+_ATOM = r"[^\x00\s<>@,]"
 _ADDRESS = rf"{_ATOM}+@(?={_ATOM}*\.){_ATOM}+"
 _BARE = re.compile(_ADDRESS)
-_WITH_DISPLAY = re.compile(rf"(?P<display>[^<>\r\n]+) <(?P<address>{_ADDRESS})>")
+_WITH_DISPLAY = re.compile(rf"(?P<display>[^\x00<>\r\n]+) <(?P<address>{_ADDRESS})>")
 
 
 def is_mailbox(value: str) -> bool:

@@ -21,8 +21,7 @@ MAX_TEMPLATE_ID = 100
 MAX_VARIABLES = 50
 MAX_VARIABLE_STRING = 2000
 MAX_SAFE_INTEGER = 9007199254740991
-# The server checks template ids with re.search and `$`, which also matches before a final newline.
-_TEMPLATE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
+_TEMPLATE_ID = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z")
 _VARIABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,49}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
