@@ -2,7 +2,6 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-export DJANGO_SETTINGS_MODULE ?= config.settings
 
 .PHONY: run test lint install worker beat inbound migrate browser-test
 
