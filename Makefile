@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DJANGO_SETTINGS_MODULE ?= config.settings
 
-.PHONY: run test lint install worker beat inbound migrate
+.PHONY: run test lint install worker beat inbound migrate bench bench-smoke
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,3 +37,16 @@ worker: install
 
 beat: install
 	$(BIN)/celery -A config beat --loglevel INFO
+
+# Benchmarks (README, "Benchmarks"): needs DATABASE_URL (a PostgreSQL server; the bench
+# creates and drops its own database on it) and REDIS_URL. Results go to bench/results/.
+$(BIN)/.bench-installed: $(BIN)/.installed
+	$(BIN)/pip install --quiet '.[dev,bench]'
+	touch $@
+
+bench: $(BIN)/.bench-installed
+	$(BIN)/python -m bench all
+
+# Every scenario at a tiny size, in seconds: checks the harness, not the speed.
+bench-smoke: $(BIN)/.bench-installed
+	$(BIN)/python -m bench all --tiny

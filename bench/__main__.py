@@ -69,7 +69,10 @@ def main(argv: list[str]) -> int:
     write_results(output / "latest.md", command=command, machine_info=machine_info, sections=sections)
     print((output / "latest.md").read_text())
     print(f"bench: results in {output / 'latest.md'}", file=sys.stderr)
-    return 0
+    failed = {section.title: section.failed_requests for section in sections if section.failed_requests}
+    for title, count in failed.items():
+        print(f"bench: {count} requests failed in {title} (see the errors column)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

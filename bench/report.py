@@ -30,6 +30,7 @@ class Section:
     notes: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)  # markdown blocks, e.g. EXPLAIN output
     plots: list[str] = field(default_factory=list)  # file names next to the results file
+    failed_requests: int = 0  # a benchmark whose requests fail measured the failure, not the path
 
     def markdown(self) -> str:
         lines = [f"## {self.title}", "", self.summary, ""]

@@ -42,7 +42,7 @@ class AcceptRun:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--requests", type=int, default=3000, help="requests per measurement (default 3000)")
+    parser.add_argument("--requests", type=int, default=1000, help="requests per measurement (default 1000)")
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
     parser.add_argument("--clients", type=int, default=1, help="load generator processes (default 1)")
     parser.add_argument(
@@ -106,6 +106,7 @@ def section(run: AcceptRun, args: argparse.Namespace, *, title: str, summary: st
     p99 = run.half_peak.percentile_ms(99)
     result.ratios.append(Ratio("p99 at half the peak / 50 ms", p99 / 50, "< 1 (p99 under 50 ms)", p99 < 50))
     every = [*run.ceiling.values(), *run.send.values(), run.half_peak]
+    result.failed_requests = sum(load.errors for load in every)
     busiest = max(cpu for load in every for cpu in load.client_cpu)
     result.notes += [
         f"{args.requests} requests per closed-loop measurement at concurrency {args.concurrency}, "
