@@ -60,7 +60,8 @@ def configure_django(services: Services) -> None:
 
 @contextmanager
 def postgres_database(database_url: str) -> Iterator[None]:
-    """A fresh database for one bench run, dropped afterwards whatever happens."""
+    """A fresh, migrated database for one bench run (this process's Django uses it), dropped
+    afterwards whatever happens."""
     import psycopg
 
     parts = urlsplit(database_url)
@@ -74,6 +75,9 @@ def postgres_database(database_url: str) -> Iterator[None]:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
         try:
+            from django.core.management import call_command
+
+            call_command("migrate", verbosity=0)
             yield
         finally:
             from django.db import connections
@@ -100,9 +104,13 @@ def manage(env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
-def provision(env: dict[str, str], *, domain: str) -> str:
-    """Migrate the server's database and create a verified domain; the full bearer key for it."""
+def migrate(env: dict[str, str]) -> None:
+    """Migrate a server's database that is not the bench's own (which postgres_database migrates)."""
     manage(env, "migrate", "--verbosity", "0")
+
+
+def create_key(env: dict[str, str], *, domain: str) -> str:
+    """A verified domain (created if need be) and a fresh full-permission bearer key for it."""
     return manage(env, "bootstrap_demo", "--domain", domain).strip().splitlines()[-1]
 
 

@@ -14,7 +14,7 @@ from bench import plots
 from bench.load import LoadResult, make_target, run_load
 from bench.report import Ratio, Section, ms
 from bench.scenario import Context, Scenario
-from bench.stack import provision, server, server_env
+from bench.stack import create_key, server, server_env
 
 DOMAIN = "accept.bench.example"
 BODY_CHARACTERS = 100_000
@@ -59,7 +59,7 @@ def _closed(base_url: str, token: str, body: bytes, args: argparse.Namespace) ->
 
 def measure(args: argparse.Namespace, env: dict[str, str], *, domain: str) -> AcceptRun:
     """The ceiling and the send path for every body, then the send path at half its peak."""
-    token = provision(env, domain=domain)
+    token = create_key(env, domain=domain)
     bodies = _bodies(domain)
     with server({**env, "BENCH_ROOT_URLCONF": "bench.ceiling_urls"}, workers=args.workers) as base_url:
         ceiling = {name: _closed(base_url, token, body, args) for name, body in bodies.items()}
@@ -137,6 +137,6 @@ SCENARIO = Scenario(
     name="accept",
     help="POST /v1/send throughput and latency against the framework ceiling",
     add_arguments=add_arguments,
-    tiny={"requests": 40, "concurrency": 4, "workers": 2, "open_seconds": 1},
+    tiny={"requests": 20, "concurrency": 2, "workers": 1, "open_seconds": 1},
     run=run,
 )

@@ -10,7 +10,7 @@ import tempfile
 from bench.report import Section
 from bench.scenario import Context, Scenario
 from bench.scenarios import accept
-from bench.stack import server_env
+from bench.stack import migrate, server_env
 
 
 def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
@@ -21,6 +21,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
             REDIS_URL="",
             CELERY_BROKER_URL="",
         )
+        migrate(env)
         embedded = accept.measure(args, env, domain=accept.DOMAIN)
     summary = (
         "Scenario 1 on the zero-setup mode: one SQLite file, no Redis, no broker, DEBUG off, "
