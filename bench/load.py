@@ -43,8 +43,7 @@ def make_target(base_url: str, *, method: str, paths: list[str], token: str, bod
 class LoadResult:
     latencies: list[float] = field(default_factory=list)  # seconds, successful (2xx) requests only
     statuses: Counter = field(default_factory=Counter)
-    started: float = math.inf
-    finished: float = 0.0
+    seconds: float = 0.0  # wall time the load ran
     client_cpu: list[float] = field(default_factory=list)  # per generator process, CPU seconds / wall seconds
 
     @property
@@ -56,13 +55,9 @@ class LoadResult:
         return sum(self.statuses.values()) - self.ok
 
     @property
-    def elapsed(self) -> float:
-        return max(self.finished - self.started, 1e-9)
-
-    @property
     def throughput(self) -> float:
         """Successful requests per second."""
-        return self.ok / self.elapsed
+        return self.ok / max(self.seconds, 1e-9)
 
     def percentile_ms(self, q: float) -> float:
         """Nearest-rank percentile of the successful requests' latency, in milliseconds."""
@@ -71,11 +66,12 @@ class LoadResult:
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))] * 1000
 
-    def merge(self, other: "LoadResult") -> None:
+    def merge(self, other: "LoadResult", *, concurrent: bool = False) -> None:
+        """Add another load's requests: one that ran at the same time (another generator
+        process), or one that ran after this one (another round)."""
         self.latencies += other.latencies
         self.statuses += other.statuses
-        self.started = min(self.started, other.started)
-        self.finished = max(self.finished, other.finished)
+        self.seconds = max(self.seconds, other.seconds) if concurrent else self.seconds + other.seconds
         self.client_cpu += other.client_cpu
 
     def describe_errors(self) -> str:
@@ -110,23 +106,19 @@ async def _closed_loop(target: Target, total: int, concurrency: int, offset: int
         for index in next_index:
             await _timed(target, index, time.perf_counter(), result)
 
-    result.started = time.time()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    result.finished = time.time()
     return result
 
 
 async def _open_loop(target: Target, total: int, rate: float, offset: int) -> LoadResult:
     """Requests start on a fixed schedule whatever the server does; latency counts from the
     scheduled start, so a stalled server shows up in the percentiles (no coordinated omission)."""
-    result, tasks = LoadResult(), []
-    result.started, origin = time.time(), time.perf_counter()
+    result, tasks, origin = LoadResult(), [], time.perf_counter()
     for i in range(total):
         scheduled = origin + i / rate
         await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
         tasks.append(asyncio.create_task(_timed(target, offset + i, scheduled, result)))
     await asyncio.gather(*tasks)
-    result.finished = time.time()
     return result
 
 
@@ -136,7 +128,8 @@ def _run_in_process(target: Target, total: int, concurrency: int, rate: float | 
         result = asyncio.run(_closed_loop(target, total, concurrency, offset))
     else:
         result = asyncio.run(_open_loop(target, total, rate, offset))
-    result.client_cpu.append((time.process_time() - cpu_start) / (time.perf_counter() - wall_start))
+    result.seconds = time.perf_counter() - wall_start
+    result.client_cpu.append((time.process_time() - cpu_start) / result.seconds)
     return result
 
 
@@ -161,5 +154,5 @@ def run_load(
         ]
         merged = LoadResult()
         for future in futures:
-            merged.merge(future.result())
+            merged.merge(future.result(), concurrent=True)
     return merged

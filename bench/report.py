@@ -97,11 +97,11 @@ def machine() -> dict[str, str]:
 
 
 def write_results(path: Path, *, command: str, machine_info: dict[str, str], sections: list[Section]) -> None:
-    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    finished = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Benchmark results",
         "",
-        f"`{command}`, finished {started}. Ratios compare figures measured in the same run on the same "
+        f"`{command}`, finished {finished}. Ratios compare figures measured in the same run on the same "
         "machine; absolute figures move with the machine's load, ratios much less.",
         "",
         "| machine | |",

@@ -2,12 +2,14 @@
 
 The ceiling is bench.ceiling_urls: the same gunicorn, middleware (rate limit counter in Redis
 included), key authentication and permission, answering a constant. Both are driven closed-loop
-at a fixed concurrency with the same bodies; then the send path open-loop at half its peak.
+at a fixed concurrency with the same bodies, in alternating rounds; then the send path
+open-loop at half its peak.
 """
 
 import argparse
 import json
 import os
+from collections import defaultdict
 from dataclasses import dataclass
 
 from bench import plots
@@ -48,27 +50,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers", type=int, default=2 * (os.cpu_count() or 1), help="gunicorn workers (default 2 × cores)"
     )
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds the requests are split over")
     parser.add_argument("--open-seconds", type=int, default=10, help="length of the half-peak open-loop run")
 
 
-def _closed(base_url: str, token: str, body: bytes, args: argparse.Namespace) -> LoadResult:
-    target = make_target(base_url, method="POST", paths=["/v1/send"], token=token, body=body)
-    run_load(target, total=max(args.workers * 5, args.concurrency), concurrency=args.concurrency)  # warm-up
-    return run_load(target, total=args.requests, concurrency=args.concurrency, processes=args.clients)
-
-
 def measure(args: argparse.Namespace, env: dict[str, str], *, domain: str) -> AcceptRun:
-    """The ceiling and the send path for every body, then the send path at half its peak."""
+    """The ceiling and the send path for every body, in alternating rounds on two servers up
+    at once (so a shared machine's drifting load falls on both alike), then the send path
+    open-loop at half its peak."""
     token = create_key(env, domain=domain)
     bodies = _bodies(domain)
-    with server({**env, "BENCH_ROOT_URLCONF": "bench.ceiling_urls"}, workers=args.workers) as base_url:
-        ceiling = {name: _closed(base_url, token, body, args) for name, body in bodies.items()}
-    with server(env, workers=args.workers) as base_url:
-        send = {name: _closed(base_url, token, body, args) for name, body in bodies.items()}
+    ceiling: dict[str, LoadResult] = defaultdict(LoadResult)
+    send: dict[str, LoadResult] = defaultdict(LoadResult)
+    with (
+        server({**env, "BENCH_ROOT_URLCONF": "bench.ceiling_urls"}, workers=args.workers) as ceiling_url,
+        server(env, workers=args.workers) as send_url,
+    ):
+        servers = ((ceiling, ceiling_url), (send, send_url))
+        targets = {
+            name: [make_target(url, method="POST", paths=["/v1/send"], token=token, body=body) for _, url in servers]
+            for name, body in bodies.items()
+        }
+        for pair in targets.values():
+            for target in pair:
+                run_load(target, total=max(args.workers * 5, args.concurrency), concurrency=args.concurrency)
+        per_round = max(1, args.requests // args.rounds)
+        for _ in range(args.rounds):
+            for name, pair in targets.items():
+                for (results, _), target in zip(servers, pair, strict=True):
+                    load = run_load(target, total=per_round, concurrency=args.concurrency, processes=args.clients)
+                    results[name].merge(load)
         rate = send["1 recipient"].throughput / 2
-        target = make_target(base_url, method="POST", paths=["/v1/send"], token=token, body=bodies["1 recipient"])
-        half_peak = run_load(target, total=max(1, int(rate * args.open_seconds)), rate=rate, processes=args.clients)
-    return AcceptRun(ceiling=ceiling, send=send, half_peak=half_peak, half_peak_rate=rate)
+        half_peak = run_load(
+            targets["1 recipient"][1], total=max(1, int(rate * args.open_seconds)), rate=rate, processes=args.clients
+        )
+    return AcceptRun(ceiling=dict(ceiling), send=dict(send), half_peak=half_peak, half_peak_rate=rate)
 
 
 def _cells(result: LoadResult) -> list[str]:
@@ -109,7 +125,8 @@ def section(run: AcceptRun, args: argparse.Namespace, *, title: str, summary: st
     result.failed_requests = sum(load.errors for load in every)
     busiest = max(cpu for load in every for cpu in load.client_cpu)
     result.notes += [
-        f"{args.requests} requests per closed-loop measurement at concurrency {args.concurrency}, "
+        f"{args.requests} requests per closed-loop measurement at concurrency {args.concurrency}, in "
+        f"{args.rounds} rounds alternating between the ceiling's server and the product's, "
         f"{args.clients} load generator process(es); gunicorn sync workers: {args.workers}; "
         f"open loop: {args.open_seconds} s at a fixed arrival rate, latency counted from the scheduled start.",
         f"The busiest load generator process used {busiest:.0%} of a core: "
@@ -137,6 +154,6 @@ SCENARIO = Scenario(
     name="accept",
     help="POST /v1/send throughput and latency against the framework ceiling",
     add_arguments=add_arguments,
-    tiny={"requests": 20, "concurrency": 2, "workers": 1, "open_seconds": 1},
+    tiny={"requests": 20, "rounds": 1, "concurrency": 2, "workers": 1, "open_seconds": 1},
     run=run,
 )
