@@ -98,12 +98,22 @@ def machine() -> dict[str, str]:
 
 def write_results(path: Path, *, command: str, machine_info: dict[str, str], sections: list[Section]) -> None:
     finished = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    busy = os.getloadavg()[1] > (os.cpu_count() or 1)
     lines = [
         "# Benchmark results",
         "",
         f"`{command}`, finished {finished}. Ratios compare figures measured in the same run on the same "
         "machine; absolute figures move with the machine's load, ratios much less.",
         "",
+        *(
+            [
+                "**The machine was busy with other work during this run** (5-minute load average above its core "
+                "count, see below): absolute figures are well below what it does when idle, and even ratios are noisy.",
+                "",
+            ]
+            if busy
+            else []
+        ),
         "| machine | |",
         "| --- | --- |",
         *(_row([key, value]) for key, value in machine_info.items()),
