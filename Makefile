@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DJANGO_SETTINGS_MODULE ?= config.settings
 
-.PHONY: run test lint install worker beat inbound migrate bench bench-smoke
+.PHONY: run test lint install worker beat inbound migrate
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet '.[dev]'
+	$(BIN)/pip install --quiet '.[dev,bench]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -38,15 +38,12 @@ worker: install
 beat: install
 	$(BIN)/celery -A config beat --loglevel INFO
 
-# Benchmarks (README, "Benchmarks"): needs DATABASE_URL (a PostgreSQL server; the bench
-# creates and drops its own database on it) and REDIS_URL. Results go to bench/results/.
-$(BIN)/.bench-installed: $(BIN)/.installed
-	$(BIN)/pip install --quiet '.[dev,bench]'
-	touch $@
-
-bench: $(BIN)/.bench-installed
+# Benchmarks (README, "Benchmarks"): need DATABASE_URL (a PostgreSQL server; the bench creates
+# and drops its own database on it) and REDIS_URL. Results go to bench/results/.
+.PHONY: bench bench-smoke
+bench: install
 	$(BIN)/python -m bench all
 
 # Every scenario at a tiny size, in seconds: checks the harness, not the speed.
-bench-smoke: $(BIN)/.bench-installed
+bench-smoke: install
 	$(BIN)/python -m bench all --tiny

@@ -116,7 +116,9 @@ def create_key(env: dict[str, str], *, domain: str) -> str:
 
 @contextmanager
 def server(env: dict[str, str], *, workers: int) -> Iterator[str]:
+    """gunicorn as the live tests start it (its access log, to a file under var/, included)."""
     from tests.live import web_server
 
-    with web_server(workers=workers, access_log=False, **env) as base_url:
+    (ROOT / "var").mkdir(exist_ok=True)
+    with web_server(workers=workers, **env) as base_url:
         yield base_url

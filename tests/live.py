@@ -70,13 +70,9 @@ def _answers(url: str) -> bool:
 
 
 @contextmanager
-def web_server(*, workers: int = 2, access_log: bool = True, **env: str) -> Iterator[str]:
-    """gunicorn serving the project on a free loopback port; yields the base URL.
-
-    The benchmarks turn the access log off: writing it would be part of what they measure.
-    """
+def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
+    """gunicorn serving the project on a free loopback port; yields the base URL."""
     port = free_port()
-    (ROOT / "var").mkdir(exist_ok=True)
     log = open(ROOT / "var" / f"web-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
     process = subprocess.Popen(
         [
@@ -86,7 +82,8 @@ def web_server(*, workers: int = 2, access_log: bool = True, **env: str) -> Iter
             f"127.0.0.1:{port}",
             "--workers",
             str(workers),
-            *(["--access-logfile", "-"] if access_log else []),
+            "--access-logfile",
+            "-",
         ],
         cwd=ROOT,
         env=child_env(**env),
