@@ -23,6 +23,16 @@ run: install
 migrate: install
 	$(BIN)/python manage.py migrate
 
+# Benchmarks (README, "Benchmarks"): need DATABASE_URL (a PostgreSQL server; the bench creates
+# and drops its own database on it) and REDIS_URL. Results go to bench/results/.
+.PHONY: bench bench-smoke
+bench: install
+	$(BIN)/python -m bench all
+
+# Every scenario at a tiny size, in seconds: checks the harness, not the speed.
+bench-smoke: install
+	$(BIN)/python -m bench all --tiny
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -38,12 +48,3 @@ worker: install
 beat: install
 	$(BIN)/celery -A config beat --loglevel INFO
 
-# Benchmarks (README, "Benchmarks"): need DATABASE_URL (a PostgreSQL server; the bench creates
-# and drops its own database on it) and REDIS_URL. Results go to bench/results/.
-.PHONY: bench bench-smoke
-bench: install
-	$(BIN)/python -m bench all
-
-# Every scenario at a tiny size, in seconds: checks the harness, not the speed.
-bench-smoke: install
-	$(BIN)/python -m bench all --tiny
