@@ -47,4 +47,3 @@ worker: install
 
 beat: install
 	$(BIN)/celery -A config beat --loglevel INFO
-
