@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet '.[dev]'
+	$(BIN)/pip install --quiet '.[dev,bench]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -21,6 +21,16 @@ run: install
 
 migrate: install
 	$(BIN)/python manage.py migrate
+
+# Benchmarks (README, "Benchmarks"): need DATABASE_URL (a PostgreSQL server; the bench creates
+# and drops its own database on it) and REDIS_URL. Results go to bench/results/.
+.PHONY: bench bench-smoke
+bench: install
+	$(BIN)/python -m bench all
+
+# Every scenario at a tiny size, in seconds: checks the harness, not the speed.
+bench-smoke: install
+	$(BIN)/python -m bench all --tiny
 
 lint: install
 	$(BIN)/ruff check .

@@ -58,7 +58,16 @@ def database_from_url(url: str, base_dir: Path) -> dict:
     if parts.scheme == "sqlite":
         # sqlite:///var/db.sqlite3 is relative to the project, sqlite:////tmp/db.sqlite3 absolute.
         path = Path(unquote(parts.path[1:]))
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": str(path if path.is_absolute() else base_dir / path)}
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": str(path if path.is_absolute() else base_dir / path),
+            # Several gunicorn workers share the file. A deferred transaction that reads and then
+            # writes fails at once with "database is locked" when another writer got there first
+            # (scenario 5 of the benchmarks: most concurrent sends were 503s). IMMEDIATE takes the
+            # write lock at BEGIN, so writers queue (up to `timeout` seconds) instead; WAL lets
+            # readers go on while one writes.
+            "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL"},
+        }
     if parts.scheme in {"postgres", "postgresql"}:
         options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
         return {

@@ -1,0 +1,125 @@
+"""What a scenario reports, and the results file: figures, ratios against goals, the machine."""
+
+import os
+import platform
+import sqlite3
+import subprocess
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import version
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Ratio:
+    name: str
+    value: float
+    goal: str = ""  # e.g. ">= 0.5", read by people; `met` is the verdict
+    met: bool | None = None
+
+
+@dataclass
+class Section:
+    """One scenario's results: a table (header + rows), ratios, plots and free-form details."""
+
+    title: str
+    summary: str
+    header: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    ratios: list[Ratio] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)  # markdown blocks, e.g. EXPLAIN output
+    plots: list[str] = field(default_factory=list)  # file names next to the results file
+    failed_requests: int = 0  # a benchmark whose requests fail measured the failure, not the path
+
+    def markdown(self) -> str:
+        lines = [f"## {self.title}", "", self.summary, ""]
+        lines += [_row(self.header), _row(["---"] * len(self.header)), *(_row(row) for row in self.rows), ""]
+        if self.ratios:
+            lines += ["| ratio | value | goal | met |", "| --- | --- | --- | --- |"]
+            for ratio in self.ratios:
+                verdict = {True: "yes", False: "**no**", None: ""}[ratio.met]
+                lines.append(_row([ratio.name, f"{ratio.value:.2f}", ratio.goal, verdict]))
+            lines.append("")
+        lines += [f"- {note}" for note in self.notes]
+        if self.notes:
+            lines.append("")
+        lines += [f"![{self.title}]({plot})\n" for plot in self.plots]
+        lines += [block + "\n" for block in self.details]
+        return "\n".join(lines)
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def ms(value: float) -> str:
+    return f"{value:.1f} ms"
+
+
+def _loadavg() -> str:
+    return " / ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
+def _memory() -> str:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    return "unknown"
+
+
+def _server_versions() -> tuple[str, str]:
+    from django.conf import settings
+    from django.db import connection
+    from redis import Redis
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        postgres = cursor.fetchone()[0]
+    redis = Redis.from_url(settings.REDIS_URL).info("server")["redis_version"]
+    return postgres, redis
+
+
+def machine() -> dict[str, str]:
+    postgres, redis = _server_versions()
+    cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    return {
+        "cores (nproc)": cpu,
+        "memory": _memory(),
+        "load average at start (1/5/15 min)": _loadavg(),
+        "Python": platform.python_version(),
+        "Django": version("django"),
+        "gunicorn": version("gunicorn"),
+        "PostgreSQL": postgres,
+        "Redis": redis,
+        "SQLite": sqlite3.sqlite_version,
+    }
+
+
+def write_results(path: Path, *, command: str, machine_info: dict[str, str], sections: list[Section]) -> None:
+    finished = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    busy = os.getloadavg()[1] > (os.cpu_count() or 1)
+    lines = [
+        "# Benchmark results",
+        "",
+        f"`{command}`, finished {finished}. Ratios compare figures measured in the same run on the same "
+        "machine; absolute figures move with the machine's load, ratios much less.",
+        "",
+        *(
+            [
+                "**The machine was busy with other work during this run** (5-minute load average above its core "
+                "count, see below): absolute figures are well below what it does when idle, and even ratios are noisy.",
+                "",
+            ]
+            if busy
+            else []
+        ),
+        "| machine | |",
+        "| --- | --- |",
+        *(_row([key, value]) for key, value in machine_info.items()),
+        _row(["load average at the end", _loadavg()]),
+        "",
+        *(section.markdown() for section in sections),
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))

@@ -1,0 +1,8 @@
+"""The scenario registry: a scenario is one module exposing SCENARIO, listed here in run order."""
+
+from bench.scenario import Scenario
+from bench.scenarios import accept, embedded, listing
+
+SCENARIOS: dict[str, Scenario] = {
+    scenario.name: scenario for scenario in [accept.SCENARIO, listing.SCENARIO, embedded.SCENARIO]
+}

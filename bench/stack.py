@@ -1,0 +1,124 @@
+"""The real pieces a benchmark runs against: its own PostgreSQL database, Redis, gunicorn.
+
+The bench process itself runs Django on the bench database (to load data with COPY and to
+EXPLAIN queries); servers are started with tests.live.web_server, the same process starter
+the live tests use, pointed at whatever database a scenario chooses.
+"""
+
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The bench servers answer every request: the rate limit is part of the measured path, not a cap on it.
+BENCH_RATE_LIMIT = "100000000/m"
+
+
+class BenchError(Exception):
+    """A benchmark cannot run (missing service, bad argument); reported without a traceback."""
+
+
+@dataclass(frozen=True)
+class Services:
+    database_url: str  # the bench's own PostgreSQL database, created and dropped by the harness
+    redis_url: str
+
+
+def services_from_environment(database: str | None) -> Services:
+    """DATABASE_URL names the PostgreSQL server (the bench uses its own database `<name>_run`
+    on it, or `database`); REDIS_URL the Redis database the bench servers may use."""
+    database_url, redis_url = os.environ.get("DATABASE_URL", ""), os.environ.get("REDIS_URL", "")
+    parts = urlsplit(database_url)
+    if parts.scheme not in {"postgres", "postgresql"}:
+        raise BenchError("set DATABASE_URL to a PostgreSQL server (postgres://…): the bench creates its own database")
+    if not redis_url.startswith("redis://"):
+        raise BenchError("set REDIS_URL to the Redis database the bench may use (redis://host:port/db)")
+    name = database or (parts.path.lstrip("/") or "mailservice") + "_run"
+    return Services(database_url=urlunsplit(parts._replace(path=f"/{name}")), redis_url=redis_url)
+
+
+def configure_django(services: Services) -> None:
+    """Django in this process, on the bench database, with the settings the servers get."""
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="config.settings",
+        DATABASE_URL=services.database_url,
+        REDIS_URL=services.redis_url,
+        DEBUG="false",
+        SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
+    )
+    import django
+
+    django.setup()
+
+
+@contextmanager
+def postgres_database(database_url: str) -> Iterator[None]:
+    """A fresh, migrated database for one bench run (this process's Django uses it), dropped
+    afterwards whatever happens."""
+    import psycopg
+
+    parts = urlsplit(database_url)
+    name = parts.path.lstrip("/")
+    admin_url = urlunsplit(parts._replace(path="/postgres"))
+    try:
+        admin = psycopg.connect(admin_url, autocommit=True)
+    except psycopg.OperationalError as error:
+        raise BenchError(f"cannot reach PostgreSQL at {parts.hostname}:{parts.port}: {error}") from None
+    with admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            from django.core.management import call_command
+
+            call_command("migrate", verbosity=0)
+            yield
+        finally:
+            from django.db import connections
+
+            connections.close_all()
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def server_env(**overrides: str) -> dict[str, str]:
+    """Environment for a bench server: production settings (DEBUG off, persistent database
+    connections as deployed), with the rate limit raised."""
+    return {"DATABASE_CONN_MAX_AGE": "60", "MAILSERVICE_RATE_LIMIT": BENCH_RATE_LIMIT, **overrides}
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run a management command in a child process with the server's environment; its stdout."""
+    from tests.live import child_env
+
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=child_env(**env), capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise BenchError(f"manage.py {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def migrate(env: dict[str, str]) -> None:
+    """Migrate a server's database that is not the bench's own (which postgres_database migrates)."""
+    manage(env, "migrate", "--verbosity", "0")
+
+
+def create_key(env: dict[str, str], *, domain: str) -> str:
+    """A verified domain (created if need be) and a fresh full-permission bearer key for it."""
+    return manage(env, "bootstrap_demo", "--domain", domain).strip().splitlines()[-1]
+
+
+@contextmanager
+def server(env: dict[str, str], *, workers: int) -> Iterator[str]:
+    """gunicorn as the live tests start it (its access log, to a file under var/, included)."""
+    from tests.live import web_server
+
+    (ROOT / "var").mkdir(exist_ok=True)
+    with web_server(workers=workers, **env) as base_url:
+        yield base_url

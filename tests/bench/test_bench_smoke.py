@@ -1,0 +1,33 @@
+"""The benchmark harness at its tiny size, so it cannot rot: every scenario runs end to end."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.db import connection
+
+from tests.live import ROOT
+
+pytestmark = pytest.mark.live
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the benchmarks need PostgreSQL (DATABASE_URL)")
+def test_every_scenario_runs_at_the_tiny_size(tmp_path):
+    # Its own database next to this run's test database, so a full `make bench` can run alongside.
+    database = f"test_{connection.settings_dict['NAME'].removeprefix('test_')}_bench"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "all", "--tiny", "--output", str(tmp_path), "--database", database],
+        cwd=ROOT,
+        env={key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "DJANGO_"))},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = (tmp_path / "latest.md").read_text()
+    for heading in ("## 1. Accept path", "## 3. List scaling", "## 5. Embedded default (SQLite)"):
+        assert heading in results
+    assert results.count("EXPLAIN (ANALYZE, BUFFERS) of the list query") == 4  # two pages at two sizes
+    assert {path.name for path in tmp_path.glob("*.png")} == {"accept.png", "list.png", "embedded.png"}
