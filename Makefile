@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DJANGO_SETTINGS_MODULE ?= config.settings
 
-.PHONY: run test lint install worker beat inbound migrate
+.PHONY: run test lint install worker beat inbound migrate soak
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,10 @@ worker: install
 
 beat: install
 	$(BIN)/celery -A config beat --loglevel INFO
+
+# Chaos soak (bench/soak.py): SOAK_SECONDS of load (default 300) while workers, Redis, PostgreSQL,
+# the relay and a web process break. It starts private PostgreSQL and Redis instances (never the
+# shared ones) and needs the PostgreSQL server binaries (POSTGRES_BIN_DIR, default /usr/lib/postgresql/15/bin).
+SOAK_SECONDS ?= 300
+soak: install
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python bench/soak.py --output bench/results/soak-latest.md
