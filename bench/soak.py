@@ -116,7 +116,11 @@ def make_senders() -> list[Sender]:
         domain = DomainFactory(name=name)
         template = TemplateFactory(domain=domain, slug="receipt")
         TemplateVersionFactory(
-            template=template, number=1, subject="Receipt {{ order }}", text="Order {{ order }}", html="<p>{{ order }}</p>"
+            template=template,
+            number=1,
+            subject="Receipt {{ order }}",
+            text="Order {{ order }}",
+            html="<p>{{ order }}</p>",
         )
         senders += [Sender(name, ApiKeyFactory(domain=domain).secret, template.slug) for _ in range(2)]
     return senders
@@ -206,7 +210,9 @@ def chaos_actions(stack: Stack, results: Results, started: float, rng: random.Ra
         stack.cluster.pg_ctl("restart")
         stack.sink.behaviour.hold = None
         hold.set()
-        results.log(started, f"postgresql restarted (fast: connections cut) with {stack.sink.in_data - sending} DATA held")
+        results.log(
+            started, f"postgresql restarted (fast: connections cut) with {stack.sink.in_data - sending} DATA held"
+        )
 
     def sink_outage() -> None:
         reply = rng.choice(["421 4.3.2 Service not available, closing", "451 4.3.0 Try again later"])
@@ -394,7 +400,9 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
                 process.start()
             stop = threading.Event()
             threads = [
-                threading.Thread(target=load, kwargs=dict(webs=webs, senders=senders, results=results, stop=stop, rate=rate)),
+                threading.Thread(
+                    target=load, kwargs=dict(webs=webs, senders=senders, results=results, stop=stop, rate=rate)
+                ),
                 threading.Thread(
                     target=chaos, kwargs=dict(stack=stack, results=results, stop=stop, interval=interval, seed=seed)
                 ),

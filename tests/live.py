@@ -239,8 +239,17 @@ class PostgresCluster:
         """`start`, `stop` or `restart` (fast: open connections are cut, as in a crash or failover)."""
         options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._run(
-            str(self.BIN_DIR / "pg_ctl"), "-D", str(self.data), "-l", str(self.log_path),
-            "-o", options, "-m", "fast", "-w", action,
+            str(self.BIN_DIR / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log_path),
+            "-o",
+            options,
+            "-m",
+            "fast",
+            "-w",
+            action,
         )
 
     def create_database(self, name: str) -> str:

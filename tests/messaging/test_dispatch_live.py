@@ -17,9 +17,19 @@ from domains.models import Domain
 from messaging.models import EventType, Message, MessageEvent, SuppressionReason
 from messaging.suppressions import suppression_add
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import FAST_DISPATCH, CeleryWorker, celery_worker, free_port, redis_server, smtp_sink, wait_until, web_server
+from tests.live import (
+    FAST_DISPATCH,
+    CeleryWorker,
+    celery_worker,
+    free_port,
+    redis_server,
+    smtp_sink,
+    wait_until,
+    web_server,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
 
 @dataclass
 class Stack:

@@ -41,7 +41,10 @@ def wait_for_a_fresh_rate_window(rate: str, *, needed: float) -> None:
 
 def test_the_per_ip_rate_limit_is_shared_by_every_web_process():
     rate = "120/m"
-    with web_server(workers=1, MAILSERVICE_RATE_LIMIT=rate) as a, web_server(workers=1, MAILSERVICE_RATE_LIMIT=rate) as b:
+    with (
+        web_server(workers=1, MAILSERVICE_RATE_LIMIT=rate) as a,
+        web_server(workers=1, MAILSERVICE_RATE_LIMIT=rate) as b,
+    ):
         wait_for_a_fresh_rate_window(rate, needed=20)
         cache.clear()  # the readiness checks of the two servers counted too
         with httpx.Client(timeout=10) as client:
