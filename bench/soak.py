@@ -22,8 +22,6 @@ non-zero if any check failed.
 """
 
 import argparse
-import email
-import email.policy
 import logging
 import os
 import random
@@ -270,13 +268,6 @@ def _is_api_error(answer: Answer) -> bool:
     )
 
 
-def message_ids_at(sink: SmtpSink) -> Counter:
-    counts: Counter = Counter()
-    for received in sink.received:
-        counts[email.message_from_bytes(received.data, policy=email.policy.default)["Message-ID"]] += 1
-    return counts
-
-
 def verify(results: Results, sink: SmtpSink) -> tuple[dict, list[str]]:
     """The summary figures and the list of failed checks (empty: the soak passed)."""
     from django.db import connection
@@ -287,7 +278,7 @@ def verify(results: Results, sink: SmtpSink) -> tuple[dict, list[str]]:
     failures: list[str] = []
     accepted = [a for a in results.answers if a.status == 200]
     wanted = {a.body["id"]: a.domain for a in accepted}  # type: ignore[index]
-    at_sink = message_ids_at(sink)
+    at_sink = sink.message_ids()
     statuses = dict(Message.objects.filter(public_id__in=wanted).values_list("public_id", "status"))
 
     lost = [mid for mid, domain in wanted.items() if at_sink[f"<{mid}@{domain}>"] == 0]
@@ -358,7 +349,7 @@ def report(*, summary: dict, failures: list[str], results: Results, seconds: flo
     return "\n".join(lines)
 
 
-def drain(sink: SmtpSink, timeout: float) -> None:
+def drain(timeout: float) -> None:
     """Wait until nothing is left to send, then a little longer, so a late duplicate would show."""
     from django.db import OperationalError, connection
 
@@ -413,7 +404,7 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
             stop.set()
             for thread in threads:
                 thread.join()
-            drain(sink, timeout=180)
+            drain(timeout=180)
             summary, failures = verify(results, sink)
         finally:
             for process in [*webs, *workers]:

@@ -5,6 +5,8 @@ to the child processes, which are pointed at the same test database and Redis.
 """
 
 import asyncio
+import email
+import email.policy
 import os
 import shutil
 import signal
@@ -15,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -298,6 +301,13 @@ class SmtpSink:
     @property
     def url(self) -> str:
         return f"smtp://127.0.0.1:{self.port}"
+
+    def message_ids(self) -> Counter:
+        """How many times each Message-ID was accepted."""
+        return Counter(
+            email.message_from_bytes(received.data, policy=email.policy.default)["Message-ID"]
+            for received in self.received
+        )
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802 - aiosmtpd hook
         if address in self.behaviour.rejected_rcpts:
