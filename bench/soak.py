@@ -25,6 +25,7 @@ import argparse
 import logging
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -92,6 +93,7 @@ class Answer:
 class Results:
     answers: list[Answer] = field(default_factory=list)
     chaos: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)  # what did not come back after a chaos action
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, answer: Answer) -> None:
@@ -251,7 +253,11 @@ def chaos(*, stack: Stack, results: Results, stop: threading.Event, interval: fl
         for name in names:
             if stop.wait(interval):
                 return
-            actions[name]()
+            try:
+                actions[name]()
+            except Exception as exc:  # noqa: BLE001 - reported as a failed check, the load goes on
+                results.log(started, f"{name} FAILED: {exc}")
+                results.broken.append(f"{name}: {exc}")
 
 
 def _is_api_error(answer: Answer) -> bool:
@@ -306,6 +312,7 @@ def verify(results: Results, sink: SmtpSink) -> tuple[dict, list[str]]:
             failures.append(f"{len(items)} {label}: {shown[:5]}")
     if stuck:
         failures.append(f"{stuck} messages stuck accepted")
+    failures += [f"did not recover: {what}" for what in results.broken]
 
     summary = {
         "sent": len(results.answers),
@@ -392,10 +399,14 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
             stop = threading.Event()
             threads = [
                 threading.Thread(
-                    target=load, kwargs=dict(webs=webs, senders=senders, results=results, stop=stop, rate=rate)
+                    target=load,
+                    kwargs=dict(webs=webs, senders=senders, results=results, stop=stop, rate=rate),
+                    daemon=True,
                 ),
                 threading.Thread(
-                    target=chaos, kwargs=dict(stack=stack, results=results, stop=stop, interval=interval, seed=seed)
+                    target=chaos,
+                    kwargs=dict(stack=stack, results=results, stop=stop, interval=interval, seed=seed),
+                    daemon=True,
                 ),
             ]
             for thread in threads:
@@ -404,6 +415,8 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
             stop.set()
             for thread in threads:
                 thread.join()
+            results.broken += [f"web {i} is not serving" for i, web in enumerate(webs) if not web.serving()]
+            results.broken += [f"worker {i} exited" for i, worker in enumerate(workers) if not worker.running()]
             drain(timeout=180)
             summary, failures = verify(results, sink)
         finally:
@@ -425,6 +438,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=int(os.environ.get("SOAK_SEED", random.randrange(10_000))))
     parser.add_argument("--output", type=Path, help="where to save the summary (markdown)")
     args = parser.parse_args()
+    # SIGTERM (a CI timeout) unwinds like an error, so every private server and child is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("soak: terminated"))
     passed = run(seconds=args.seconds, rate=args.rate, interval=args.interval, seed=args.seed, output=args.output)
     sys.exit(0 if passed else 1)
 

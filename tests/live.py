@@ -123,6 +123,9 @@ class CeleryWorker:
         )
         log.close()
 
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def kill(self) -> None:
         """SIGKILL, as the OOM killer or a power cut would: no cleanup, no acknowledgement."""
         assert self.process is not None
@@ -424,6 +427,9 @@ class WebProcess:
             timeout=30,
             message=f"web on port {self.port} (log: {self.log_path})",
         )
+
+    def serving(self) -> bool:
+        return self.process is not None and self.process.poll() is None and _answers(f"{self.url}/v1/openapi.json")
 
     def stop(self) -> None:
         """SIGTERM: gunicorn finishes the requests in flight, then exits."""

@@ -22,17 +22,23 @@ def test_nothing_is_lost_or_duplicated_while_workers_redis_postgres_the_relay_an
     env.pop("DATABASE_URL", None)
     env.pop("REDIS_URL", None)  # never the shared services: the soak starts and restarts its own
 
-    result = subprocess.run(
+    soak = subprocess.Popen(
         [sys.executable, "bench/soak.py", "--seconds", seconds, "--interval", "7", "--output", str(summary)],
         cwd=ROOT,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=float(seconds) + 240,
     )
+    try:
+        stdout, stderr = soak.communicate(timeout=float(seconds) + 240)
+    except subprocess.TimeoutExpired:
+        soak.terminate()  # not kill: the soak stops its private servers on SIGTERM
+        stdout, stderr = soak.communicate(timeout=60)
+        pytest.fail(f"the soak did not finish in time: {stderr[-3000:]}")
 
-    print(result.stdout[-6000:], result.stderr[-6000:])
-    assert result.returncode == 0, summary.read_text() if summary.exists() else result.stderr[-3000:]
+    print(stdout[-6000:], stderr[-6000:])
+    assert soak.returncode == 0, summary.read_text() if summary.exists() else stderr[-3000:]
     text = summary.read_text()
     assert "Result: PASS" in text
     for event in ["SIGKILLed", "redis restarted", "postgresql restarted", "sink drops connections", "web 0 stopped"]:
