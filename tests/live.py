@@ -126,6 +126,14 @@ class CeleryWorker:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def wait_ready(self, timeout: float = 30) -> None:
+        """After the first start: until the worker consumes from the queue (its log says `ready.`)."""
+        wait_until(
+            lambda: self.running() and " ready." in self.log_path.read_text(),
+            timeout=timeout,
+            message=f"the worker to be ready (log: {self.log_path})",
+        )
+
     def kill(self) -> None:
         """SIGKILL, as the OOM killer or a power cut would: no cleanup, no acknowledgement."""
         assert self.process is not None

@@ -97,6 +97,8 @@ def cluster() -> Iterator[Cluster]:
             stack.enter_context(celery_worker(beat=True, **settings)),
             stack.enter_context(celery_worker(beat=False, **settings)),
         ]
+        for worker in workers:
+            worker.wait_ready()
         yield Cluster(web, {"Authorization": f"Bearer {key.secret}"}, sink, workers)
 
 
