@@ -416,7 +416,7 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
             for thread in threads:
                 thread.join()
             results.broken += [f"web {i} is not serving" for i, web in enumerate(webs) if not web.serving()]
-            results.broken += [f"worker {i} exited" for i, worker in enumerate(workers) if not worker.running()]
+            results.broken += [f"worker {i} exited" for i, worker in enumerate(workers) if not worker.alive()]
             drain(timeout=180)
             summary, failures = verify(results, sink)
         finally:

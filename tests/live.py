@@ -123,13 +123,13 @@ class CeleryWorker:
         )
         log.close()
 
-    def running(self) -> bool:
+    def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def wait_ready(self, timeout: float = 30) -> None:
         """After the first start: until the worker consumes from the queue (its log says `ready.`)."""
         wait_until(
-            lambda: self.running() and " ready." in self.log_path.read_text(),
+            lambda: self.alive() and " ready." in self.log_path.read_text(),
             timeout=timeout,
             message=f"the worker to be ready (log: {self.log_path})",
         )
