@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install worker beat inbound migrate browser-test
+.PHONY: run test lint install worker beat inbound migrate browser-test soak
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,3 +54,10 @@ beat: install
 # The console's browser tests (headless Chromium); screenshots land in var/screenshots/.
 browser-test: install
 	$(BIN)/pytest -m browser
+
+# Chaos soak (bench/soak.py): SOAK_SECONDS of load (default 300) while workers, Redis, PostgreSQL,
+# the relay and a web process break. It starts private PostgreSQL and Redis instances (never the
+# shared ones) and needs the PostgreSQL server binaries (POSTGRES_BIN_DIR, default /usr/lib/postgresql/15/bin).
+SOAK_SECONDS ?= 300
+soak: install
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python bench/soak.py --output bench/results/soak-latest.md

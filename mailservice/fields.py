@@ -5,7 +5,7 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.validators import ProhibitSurrogateCharactersValidator
+from rest_framework.fields import ProhibitNullCharactersValidator, ProhibitSurrogateCharactersValidator
 
 from mailservice import mailbox
 
@@ -66,11 +66,13 @@ class StrictIntegerField(serializers.IntegerField):
 
 @extend_schema_field(MAILBOX_SCHEMA)
 class MailboxField(serializers.Field):
+    # As for every other string: PostgreSQL cannot store NUL, nor UTF-8 encode a lone surrogate.
+    default_validators = [ProhibitNullCharactersValidator(), ProhibitSurrogateCharactersValidator()]
+
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):
             raise serializers.ValidationError("must be a string")
-        # A lone surrogate (legal in JSON as an escape) cannot be encoded for the database.
-        ProhibitSurrogateCharactersValidator()(data)
+        self.run_validators(data)
         if not mailbox.is_mailbox(data):
             raise serializers.ValidationError(
                 "must be an address like name@example.com or Name <name@example.com> (3 to 320 characters)"

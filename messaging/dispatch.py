@@ -15,13 +15,14 @@ that are due, and messages whose first task was lost (broker down at send time, 
 import logging
 import random
 import smtplib
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -33,6 +34,8 @@ from messaging.models import EventType, Message, MessageEvent, Status, Suppressi
 from messaging.transports import Connection, SendResult, transport
 
 logger = logging.getLogger(__name__)
+
+RECORD_RETRY_SECONDS = 0.5
 
 
 def retry_delay(*, attempt: int) -> timedelta:
@@ -132,6 +135,25 @@ def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
     return True
 
 
+def _record_durably(message: Message, outcome: Outcome) -> bool:
+    """`_record`, retried across a database outage for as long as a lease lasts.
+
+    The message may already be at the relay: giving up here would leave it leased and `accepted`,
+    and once the lease ran out it would be claimed and sent again. Retrying is safe because the
+    write is fenced by the lease value: if another worker claimed the message meanwhile, it is refused.
+    """
+    deadline = time.monotonic() + settings.MAILSERVICE_DISPATCH_LEASE_SECONDS
+    while True:
+        try:
+            return _record(message, outcome, timezone.now())
+        except (OperationalError, InterfaceError) as exc:
+            if time.monotonic() >= deadline:
+                raise
+            logger.warning("recording the outcome of %s: database unavailable, retrying: %s", message.public_id, exc)
+            connection.close()  # a connection the server cut is not reused
+            time.sleep(RECORD_RETRY_SECONDS)
+
+
 def _renew_lease(message: Message) -> bool:
     """Renew the lease right before SMTP, conditional on still holding it (the fencing token) and no pause."""
     renewed = timezone.now() + timedelta(seconds=settings.MAILSERVICE_DISPATCH_LEASE_SECONDS)
@@ -204,13 +226,13 @@ def dispatch_batch(*, public_id: str | None = None) -> int:
                 outcome = _send_one(message, connection)
                 if outcome is None:
                     _release([message])
-                elif _record(message, outcome, timezone.now()):
+                elif _record_durably(message, outcome):
                     handled += 1
                 current += 1
     except (OSError, smtplib.SMTPException) as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         logger.warning("dispatch of %s: the relay connection failed: %s", messages[current].public_id, error)
-        if _record(messages[current], _temporary(messages[current], error), timezone.now()):
+        if _record_durably(messages[current], _temporary(messages[current], error)):
             handled += 1
         _release(messages[current + 1 :])
     return handled

@@ -1,11 +1,16 @@
 """RFC 5322 / MIME rendering of an outbound message with the standard library's `email` package.
 
-Header injection is impossible by construction: every header value is built from parsed parts
-(display text, local part, domain) through `email.headerregistry`, and any character that could
-end or fold a header line (CR, LF, other control characters, Unicode line and paragraph
-separators) is turned into a space before it gets there. Bcc never becomes a header.
+Header injection: every header value is built from parsed parts (display text, local part,
+domain) through `email.headerregistry`, and any character that could end or fold a header line
+(CR, LF, other control characters, Unicode line and paragraph separators) is turned into a space
+before it gets there. RFC 2047 encoded-word syntax (`=?`) never reaches the registry as such,
+because the email package would decode the word and write it back literally, CR LF included
+(CVE-2024-6923, unfixed in the Python this runs on): a subject holding it is written fully
+encoded, and in a display name it is broken up with a space. Finally the header block is checked: a
+message whose headers are not exactly the ones set is unsendable. Bcc never becomes a header.
 """
 
+import base64
 import unicodedata
 from dataclasses import dataclass
 from email import policy
@@ -43,6 +48,28 @@ def single_line(value: str) -> str:
     return "".join(" " if unicodedata.category(char) in {"Cc", "Zl", "Zp"} else char for char in value)
 
 
+def _encoded_words(text: str) -> str:
+    """`text` as RFC 2047 base64 encoded-words in UTF-8, one per folded line, none splitting a character."""
+    words, chunk = [], ""
+    for char in text:
+        if chunk and len((chunk + char).encode()) > 39:  # 52 base64 characters: lines stay under 78
+            words.append(chunk)
+            chunk = ""
+        chunk += char
+    words.append(chunk)
+    return "\r\n ".join(f"=?utf-8?b?{base64.b64encode(word.encode()).decode()}?=" for word in words)
+
+
+def _check_header_block(data: bytes, names: list[str]) -> None:
+    """Refuse a rendering whose header lines are not exactly `names`, each a whole CRLF-ended line."""
+    head = data.split(b"\r\n\r\n", 1)[0]
+    lines = head.split(b"\r\n")
+    found = [line.split(b":", 1)[0].decode("ascii", "replace") for line in lines if line[:1] not in (b" ", b"\t")]
+    stray = any(b"\r" in line or b"\n" in line or b"\0" in line for line in lines)
+    if stray or sorted(found) != sorted(names):
+        raise UnsendableMessage("the message's headers could not be written safely")
+
+
 def _wire_domain(domain: str) -> str:
     """The domain as it goes into headers and the envelope: IDNA (A-labels) when it is not ASCII."""
     if domain.isascii():
@@ -64,7 +91,10 @@ def bare_address(mailbox: str) -> str:
 def _address(mailbox: str) -> Address:
     display, _ = split_mailbox(mailbox)
     local, _, domain = bare_address(mailbox).rpartition("@")
-    return Address(display_name=" ".join(single_line(display).split()), username=local, domain=domain)
+    # The header registry decodes an encoded-word in a display name it does not quote (CR LF
+    # included, as for the subject); a display name is cosmetic, so the syntax is broken up instead.
+    display = " ".join(single_line(display).split()).replace("=?", "= ?")
+    return Address(display_name=display, username=local, domain=domain)
 
 
 def needs_smtputf8(message: Message) -> bool:
@@ -95,7 +125,11 @@ def render_message(message: Message) -> RenderedMessage:
         mime["Cc"] = [_address(mailbox) for mailbox in message.cc]
     if message.reply_to:
         mime["Reply-To"] = [_address(mailbox) for mailbox in message.reply_to]
-    mime["Subject"] = single_line(message.subject)
+    subject = single_line(message.subject)
+    if "=?" in subject:
+        mime.set_raw("Subject", _encoded_words(subject))
+    else:
+        mime["Subject"] = subject
     mime["Date"] = format_datetime(message.created_at)
     message_id = f"<{message.public_id}@{sender.domain}>"
     mime["Message-ID"] = message_id
@@ -107,4 +141,6 @@ def render_message(message: Message) -> RenderedMessage:
             mime.add_alternative(message.html, subtype="html", charset="utf-8")
     else:
         mime.set_content(message.html, subtype="html", charset="utf-8")
-    return RenderedMessage(data=mime.as_bytes(), message_id=message_id, sender_domain=sender.domain, smtputf8=smtputf8)
+    data = mime.as_bytes()
+    _check_header_block(data, list(mime.keys()))
+    return RenderedMessage(data=data, message_id=message_id, sender_domain=sender.domain, smtputf8=smtputf8)

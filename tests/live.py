@@ -5,6 +5,8 @@ to the child processes, which are pointed at the same test database and Redis.
 """
 
 import asyncio
+import email
+import email.policy
 import os
 import shutil
 import signal
@@ -15,10 +17,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import httpx
 import redis
@@ -31,13 +35,25 @@ LOG_DIR = ROOT / "var"  # the child processes' logs
 LOG_DIR.mkdir(exist_ok=True)
 
 
+# A dispatch schedule short enough for tests: attempts 0.3 s apart, the sweeper every 0.3 s.
+FAST_DISPATCH = {
+    "MAILSERVICE_DISPATCH_BACKOFF_BASE": "0.3",
+    "MAILSERVICE_DISPATCH_BACKOFF_JITTER": "0",
+    "MAILSERVICE_DISPATCH_SWEEP_INTERVAL": "0.3",
+    "MAILSERVICE_DISPATCH_SWEEP_GRACE": "1",
+    "MAILSERVICE_DISPATCH_LEASE_SECONDS": "3",
+    "MAILSERVICE_SMTP_TIMEOUT": "5",
+    "CELERY_VISIBILITY_TIMEOUT": "2",
+}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def test_database_url() -> str:
+def current_database_url() -> str:
     """DATABASE_URL of the database this test run uses (pytest-django's test database)."""
     db = connection.settings_dict
     if db["ENGINE"].endswith("sqlite3"):
@@ -54,7 +70,7 @@ def child_env(**overrides: str) -> dict[str, str]:
         DEBUG="false",
         ALLOWED_HOSTS="127.0.0.1,localhost",
         SECRET_KEY=os.environ["SECRET_KEY"],
-        DATABASE_URL=test_database_url(),
+        DATABASE_URL=current_database_url(),
         DATABASE_CONN_MAX_AGE="0",
         MAILSERVICE_RATE_LIMIT="100000/m",
         PYTHONUNBUFFERED="1",
@@ -84,18 +100,20 @@ def _stop(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> None:
 
 
 class CeleryWorker:
-    """`celery -A config worker -B` (solo pool, embedded beat) on the test database; restartable."""
+    """`celery -A config worker -B` (solo pool, embedded beat unless `beat=False`) on the test database; restartable."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], *, beat: bool = True) -> None:
         self.env = env
+        self.beat = beat
         self.process: subprocess.Popen | None = None
         self.state_dir = tempfile.mkdtemp(prefix="celerybeat-")
         self.log_path = LOG_DIR / f"worker-{os.getpid()}-{free_port()}.log"
 
     def start(self) -> None:
         log = open(self.log_path, "a")  # noqa: SIM115 - the child holds its own copy
+        beat = ["-B", "-s", f"{self.state_dir}/schedule"] if self.beat else []
         self.process = subprocess.Popen(
-            [str(BIN / "celery"), "-A", "config", "worker", "-B", "-s", f"{self.state_dir}/schedule", "--pool", "solo"]
+            [str(BIN / "celery"), "-A", "config", "worker", *beat, "--pool", "solo"]
             + ["--without-gossip", "--without-mingle", "--loglevel", "INFO"],
             cwd=ROOT,
             env=self.env,
@@ -104,6 +122,17 @@ class CeleryWorker:
             start_new_session=True,
         )
         log.close()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """After the first start: until the worker consumes from the queue (its log says `ready.`)."""
+        wait_until(
+            lambda: self.alive() and " ready." in self.log_path.read_text(),
+            timeout=timeout,
+            message=f"the worker to be ready (log: {self.log_path})",
+        )
 
     def kill(self) -> None:
         """SIGKILL, as the OOM killer or a power cut would: no cleanup, no acknowledgement."""
@@ -118,9 +147,10 @@ class CeleryWorker:
 
 
 @contextmanager
-def celery_worker(*, start: bool = True, **env: str) -> Iterator[CeleryWorker]:
-    """A worker with embedded beat; give it and the web the same CELERY_TASK_DEFAULT_QUEUE, a queue of their own."""
-    worker = CeleryWorker(child_env(**env))
+def celery_worker(*, start: bool = True, beat: bool = True, **env: str) -> Iterator[CeleryWorker]:
+    """A worker (with embedded beat unless `beat=False`: run exactly one beat); give it and the web the same
+    CELERY_TASK_DEFAULT_QUEUE, a queue of their own."""
+    worker = CeleryWorker(child_env(**env), beat=beat)
     if start:
         worker.start()
     try:
@@ -130,29 +160,124 @@ def celery_worker(*, start: bool = True, **env: str) -> Iterator[CeleryWorker]:
         shutil.rmtree(worker.state_dir)
 
 
-@contextmanager
-def redis_server(port: int) -> Iterator[str]:
-    """A private throwaway redis-server on `port` (never the shared one); yields its URL."""
-    process = subprocess.Popen(
-        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url)
+class RedisServer:
+    """A private throwaway redis-server on `port` (never the shared one), without persistence; restartable."""
 
-    def answers() -> bool:
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def _answers(self) -> bool:
+        client = redis.Redis.from_url(self.url)
         try:
             return bool(client.ping())
         except redis.ConnectionError:
             return False
+        finally:
+            client.close()
 
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_until(self._answers, timeout=10, message=f"redis-server on port {self.port}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _stop(self.process)
+            self.process = None
+
+    def restart(self) -> None:
+        """Stop and start again: everything queued in it is gone, as after a crash without persistence."""
+        self.stop()
+        self.start()
+
+
+class Startable(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+@contextmanager
+def running(server: S) -> Iterator[S]:
+    """Start `server`, yield it, stop it whatever happened."""
     try:
-        wait_until(answers, timeout=10, message=f"redis-server on port {port}")
-        yield url
+        server.start()
+        yield server
     finally:
-        client.close()
-        _stop(process)
+        server.stop()
+
+
+@contextmanager
+def redis_server(port: int) -> Iterator[str]:
+    """A private throwaway redis-server on `port` (never the shared one); yields its URL."""
+    with running(RedisServer(port)) as server:
+        yield server.url
+
+
+class PostgresCluster:
+    """A private PostgreSQL cluster (initdb in a temporary directory) on a free loopback port; restartable.
+
+    Never the shared server: chaos tests restart this one. initdb and pg_ctl refuse to run as
+    root, so they run as the `postgres` user when we are root.
+    """
+
+    BIN_DIR = Path(os.environ.get("POSTGRES_BIN_DIR", "/usr/lib/postgresql/15/bin"))
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="pgcluster-"))
+        self.data = self.directory / "data"
+        self.port = free_port()
+        self.log_path = self.directory / "postgres.log"  # inside the directory the postgres user owns
+
+    def url(self, name: str = "postgres") -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
+
+    def _run(self, *command: str) -> None:
+        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*as_postgres, *command], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def start(self) -> None:
+        if os.geteuid() == 0:
+            shutil.chown(self.directory, "postgres", "postgres")
+        self._run(str(self.BIN_DIR / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
+        self.pg_ctl("start")
+
+    def pg_ctl(self, action: str) -> None:
+        """`start`, `stop` or `restart` (fast: open connections are cut, as in a crash or failover)."""
+        options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run(
+            str(self.BIN_DIR / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log_path),
+            "-o",
+            options,
+            "-m",
+            "fast",
+            "-w",
+            action,
+        )
+
+    def create_database(self, name: str) -> str:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def stop(self) -> None:
+        """Stop the server and delete the cluster."""
+        with suppress(subprocess.CalledProcessError):
+            self.pg_ctl("stop")
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 @dataclass
@@ -170,6 +295,8 @@ class SinkBehaviour:
     data_replies: list[str] = field(default_factory=list)  # answered to DATA in order, then 250
     rejected_rcpts: dict[str, str] = field(default_factory=dict)  # address -> reply to RCPT TO
     hold: threading.Event | None = None  # DATA waits until this is set (or the client goes away)
+    data_reply: str | None = None  # while set, every DATA is answered with it (an outage: 421, 451)
+    drop: bool = False  # while set, DATA gets no answer: the connection is cut
 
 
 class SmtpSink:
@@ -186,6 +313,13 @@ class SmtpSink:
     def url(self) -> str:
         return f"smtp://127.0.0.1:{self.port}"
 
+    def message_ids(self) -> Counter:
+        """How many times each Message-ID was accepted."""
+        return Counter(
+            email.message_from_bytes(received.data, policy=email.policy.default)["Message-ID"]
+            for received in self.received
+        )
+
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802 - aiosmtpd hook
         if address in self.behaviour.rejected_rcpts:
             return self.behaviour.rejected_rcpts[address]
@@ -199,6 +333,11 @@ class SmtpSink:
             # A client that disconnects cancels this coroutine: nothing is recorded, as a relay
             # that never answered 250 has not taken the message.
             await asyncio.sleep(0.05)
+        if self.behaviour.drop:
+            server.transport.close()
+            return "421 4.3.0 connection dropped"  # never reaches the client
+        if self.behaviour.data_reply is not None:
+            return self.behaviour.data_reply
         if self.behaviour.data_replies:
             return self.behaviour.data_replies.pop(0)
         self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), envelope.content, session.peer))
@@ -262,14 +401,49 @@ def _child(command: list[str], *, name: str, ready: Callable[[int], bool], env: 
         log.close()
 
 
+WEB_COMMAND = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}", "--access-logfile", "-"]
+
+
 @contextmanager
 def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
     """gunicorn serving the project on a free loopback port; yields the base URL."""
-    command = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}", "--workers", str(workers)]
-    command += ["--access-logfile", "-"]
     ready = lambda port: _answers(f"http://127.0.0.1:{port}/v1/openapi.json")  # noqa: E731
-    with _child(command, name="web", ready=ready, env=env) as port:
+    with _child([*WEB_COMMAND, "--workers", str(workers)], name="web", ready=ready, env=env) as port:
         yield f"http://127.0.0.1:{port}"
+
+
+class WebProcess:
+    """gunicorn on a fixed loopback port that can be stopped and started again (a deploy, a crash)."""
+
+    def __init__(self, env: dict[str, str], *, workers: int = 2) -> None:
+        self.env, self.workers = env, workers
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = LOG_DIR / f"web-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        log = open(self.log_path, "a")  # noqa: SIM115 - the child holds its own copy
+        command = [part.format(port=self.port) for part in [*WEB_COMMAND, "--workers", str(self.workers)]]
+        self.process = subprocess.Popen(
+            command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        process = self.process
+        wait_until(
+            lambda: process.poll() is None and _answers(f"{self.url}/v1/openapi.json"),
+            timeout=30,
+            message=f"web on port {self.port} (log: {self.log_path})",
+        )
+
+    def serving(self) -> bool:
+        return self.process is not None and self.process.poll() is None and _answers(f"{self.url}/v1/openapi.json")
+
+    def stop(self) -> None:
+        """SIGTERM: gunicorn finishes the requests in flight, then exits."""
+        if self.process is not None:
+            _stop(self.process)
+            self.process = None
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from domains.models import Domain
 from messaging.models import EventType, Message, Status, Suppression
 from tests.factories import DomainFactory, MessageFactory
 from tests.inbound.mail import RETURN_PATH_DOMAIN, arf, dsn, plain_mail, verp_address, wire_bytes
-from tests.live import inbound_smtp_server, test_database_url, web_server
+from tests.live import inbound_smtp_server, current_database_url, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -181,7 +181,7 @@ def test_mail_that_cannot_be_stored_gets_451_and_is_stored_when_resent(domain):
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL table locks")
     # The server gives up on a statement after 300 ms; holding a lock on the message table makes storing fail.
-    database_url = f"{test_database_url()}?options=-c%20statement_timeout%3D300"
+    database_url = f"{current_database_url()}?options=-c%20statement_timeout%3D300"
     mail = plain_mail(sender="a@example.org", to="help@acme.example.com", subject="retry me", text="x")
     with inbound_smtp_server(DATABASE_URL=database_url) as port, smtplib.SMTP("127.0.0.1", port, timeout=10) as smtp:
         with transaction.atomic(), connection.cursor() as cursor:

@@ -17,20 +17,18 @@ from domains.models import Domain
 from messaging.models import EventType, Message, MessageEvent, SuppressionReason
 from messaging.suppressions import suppression_add
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import CeleryWorker, celery_worker, free_port, redis_server, smtp_sink, wait_until, web_server
+from tests.live import (
+    FAST_DISPATCH,
+    CeleryWorker,
+    celery_worker,
+    free_port,
+    redis_server,
+    smtp_sink,
+    wait_until,
+    web_server,
+)
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
-
-# A schedule short enough for tests: attempts 0.3 s apart, the sweeper every 0.3 s.
-FAST = {
-    "MAILSERVICE_DISPATCH_BACKOFF_BASE": "0.3",
-    "MAILSERVICE_DISPATCH_BACKOFF_JITTER": "0",
-    "MAILSERVICE_DISPATCH_SWEEP_INTERVAL": "0.3",
-    "MAILSERVICE_DISPATCH_SWEEP_GRACE": "1",
-    "MAILSERVICE_DISPATCH_LEASE_SECONDS": "3",
-    "MAILSERVICE_SMTP_TIMEOUT": "5",
-    "CELERY_VISIBILITY_TIMEOUT": "2",
-}
 
 
 @dataclass
@@ -61,7 +59,7 @@ def running(*, email_url: str, start_worker: bool = True, **env: str) -> Iterato
     """The web server and a worker (started unless told otherwise) on a fresh queue, relaying to `email_url`."""
     domain = DomainFactory(name="shop.example.com")
     key = ApiKeyFactory(domain=domain)
-    settings = FAST | {"EMAIL_URL": email_url, "CELERY_TASK_DEFAULT_QUEUE": f"test-{uuid.uuid4().hex}"} | env
+    settings = FAST_DISPATCH | {"EMAIL_URL": email_url, "CELERY_TASK_DEFAULT_QUEUE": f"test-{uuid.uuid4().hex}"} | env
     with web_server(workers=1, **settings) as base_url, celery_worker(start=start_worker, **settings) as worker:
         yield Stack(base_url, {"Authorization": f"Bearer {key.secret}"}, domain, worker)
 

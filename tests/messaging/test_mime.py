@@ -19,6 +19,8 @@ INJECTIONS = [
     "Hi\x0bX-Injected: yes\x0c",
     "Hi\x00X-Injected: yes",
     "Hi\r\n\r\nInjected body",
+    "Hi=?utf-8?q?=0D=0AX-Injected:_yes?=",  # encoded-words: the email package would decode them
+    "=?utf-8?b?DQpYLUluamVjdGVkOiB5ZXM=?=",
 ]
 EXPECTED_HEADERS = {"from", "to", "cc", "reply-to", "subject", "date", "message-id", "mime-version", "content-type"}
 EXPECTED_HEADERS |= {"content-transfer-encoding"}
@@ -92,6 +94,14 @@ def test_a_non_ascii_subject_is_rfc2047_encoded_and_lines_stay_short():
     assert rendered.data.isascii()
     assert b"=?utf-8?" in rendered.data
     assert parse(rendered.data)["Subject"] == "Ünïcödé " * 40
+    assert max(len(line) for line in rendered.data.split(b"\r\n")) <= 78
+
+
+@pytest.mark.parametrize("subject", ["Price =?utf-8?q?=E2=82=AC?= 5", "Ünï =?x?q?y?= " * 12])
+def test_a_subject_holding_encoded_word_syntax_is_sent_encoded_and_reads_back_literally(subject):
+    rendered = render_message(build(subject=subject))
+
+    assert parse(rendered.data)["Subject"] == subject
     assert max(len(line) for line in rendered.data.split(b"\r\n")) <= 78
 
 
