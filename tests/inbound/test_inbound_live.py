@@ -13,7 +13,7 @@ from domains.models import Domain
 from messaging.models import EventType, Message, Status, Suppression
 from tests.factories import DomainFactory, MessageFactory
 from tests.inbound.mail import RETURN_PATH_DOMAIN, arf, dsn, plain_mail, verp_address, wire_bytes
-from tests.live import inbound_smtp_server, current_database_url, web_server
+from tests.live import current_database_url, inbound_smtp_server, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
