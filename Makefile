@@ -38,6 +38,10 @@ lint: install
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
+# The whole suite needs a real PostgreSQL and Redis (Celery workers, the soak, the benchmark smoke
+# run): the local servers unless DATABASE_URL / REDIS_URL say otherwise.
+test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/mailservice
+test: export REDIS_URL ?= redis://127.0.0.1:6379/0
 test: install lint
 	$(BIN)/pytest
 
