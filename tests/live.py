@@ -84,10 +84,11 @@ def _stop(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> None:
 
 
 class CeleryWorker:
-    """`celery -A config worker -B` (solo pool, embedded beat) on the test database; restartable."""
+    """`celery -A config worker` (solo pool, embedded beat unless `beat` is off) on the test database; restartable."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], *, beat: bool = True) -> None:
         self.env = env
+        self.beat = beat
         self.process: subprocess.Popen | None = None
         self.state_dir = tempfile.mkdtemp(prefix="celerybeat-")
         self.log_path = LOG_DIR / f"worker-{os.getpid()}-{free_port()}.log"
@@ -95,7 +96,8 @@ class CeleryWorker:
     def start(self) -> None:
         log = open(self.log_path, "a")  # noqa: SIM115 - the child holds its own copy
         self.process = subprocess.Popen(
-            [str(BIN / "celery"), "-A", "config", "worker", "-B", "-s", f"{self.state_dir}/schedule", "--pool", "solo"]
+            [str(BIN / "celery"), "-A", "config", "worker", "--pool", "solo"]
+            + (["-B", "-s", f"{self.state_dir}/schedule"] if self.beat else [])
             + ["--without-gossip", "--without-mingle", "--loglevel", "INFO"],
             cwd=ROOT,
             env=self.env,
@@ -118,9 +120,10 @@ class CeleryWorker:
 
 
 @contextmanager
-def celery_worker(*, start: bool = True, **env: str) -> Iterator[CeleryWorker]:
-    """A worker with embedded beat; give it and the web the same CELERY_TASK_DEFAULT_QUEUE, a queue of their own."""
-    worker = CeleryWorker(child_env(**env))
+def celery_worker(*, start: bool = True, beat: bool = True, **env: str) -> Iterator[CeleryWorker]:
+    """A worker (with embedded beat unless `beat` is off); give it and the web the same
+    CELERY_TASK_DEFAULT_QUEUE, a queue of their own."""
+    worker = CeleryWorker(child_env(**env), beat=beat)
     if start:
         worker.start()
     try:
@@ -225,7 +228,7 @@ def _answers(url: str) -> bool:
     return True
 
 
-def _serves_smtp(port: int) -> bool:
+def serves_smtp(port: int) -> bool:
     try:
         with smtplib.SMTP("127.0.0.1", port, timeout=1) as smtp:
             return smtp.noop()[0] == 250
@@ -233,9 +236,17 @@ def _serves_smtp(port: int) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class ChildServer:
+    port: int
+    pid: int
+
+
 @contextmanager
-def _child(command: list[str], *, name: str, ready: Callable[[int], bool], env: dict[str, str]) -> Iterator[int]:
-    """A child process serving on a free loopback port (passed as {port} in the command); yields the port."""
+def child_server(
+    command: list[str], *, name: str, ready: Callable[[int], bool], env: dict[str, str]
+) -> Iterator[ChildServer]:
+    """A child process serving on a free loopback port (passed as {port} in the command)."""
     port = free_port()
     log = open(ROOT / "var" / f"{name}-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
     process = subprocess.Popen(
@@ -251,7 +262,7 @@ def _child(command: list[str], *, name: str, ready: Callable[[int], bool], env: 
             timeout=30,
             message=f"{name} on port {port} (log: {log.name})",
         )
-        yield port
+        yield ChildServer(port=port, pid=process.pid)
     finally:
         process.terminate()
         try:
@@ -268,13 +279,13 @@ def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
     command = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}", "--workers", str(workers)]
     command += ["--access-logfile", "-"]
     ready = lambda port: _answers(f"http://127.0.0.1:{port}/v1/openapi.json")  # noqa: E731
-    with _child(command, name="web", ready=ready, env=env) as port:
-        yield f"http://127.0.0.1:{port}"
+    with child_server(command, name="web", ready=ready, env=env) as child:
+        yield f"http://127.0.0.1:{child.port}"
 
 
 @contextmanager
 def inbound_smtp_server(**env: str) -> Iterator[int]:
     """`manage.py run_inbound_smtp` on a free loopback port; yields the port."""
     command = [sys.executable, "manage.py", "run_inbound_smtp", "--host", "127.0.0.1", "--port", "{port}"]
-    with _child(command, name="inbound", ready=_serves_smtp, env=env) as port:
-        yield port
+    with child_server(command, name="inbound", ready=serves_smtp, env=env) as child:
+        yield child.port
