@@ -2,7 +2,7 @@
 
 The messages are bulk-inserted as `accepted` rows due now (what `POST /v1/send` leaves behind,
 without measuring the accept path again), then one pass of `manage.py dispatch_pending` (the
-sweeper, grace period 0) queues one task per batch and real `celery -A config worker`
+sweeper, grace period 0; other scenarios' domains paused) queues one task per batch and real `celery -A config worker`
 processes (solo pool, Redis) claim, render, DKIM-sign and send them over SMTP to bench.sink,
 a discarding aiosmtpd server in its own process. Timed from the first claim to the last
 `delivered` event. Against:
@@ -114,11 +114,15 @@ def _wait_delivered(domain, count: int, *, timeout: float, at: int, on_reaching)
 def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Run:
     from django.db.models import Max
 
+    from domains.models import Domain
     from domains.services import domain_create
     from messaging.models import EventType, Message, MessageEvent
     from tests.live import celery_worker, child_env, wait_until
 
     domain, warmup = domain_create(name=DOMAIN, verified=True), domain_create(name=WARMUP_DOMAIN, verified=True)
+    # Messages other scenarios left accepted (scenario 1's sends) are not this one's to drain:
+    # their domains are paused, which takes them out of the sweeper's and the claim's due set.
+    Domain.objects.exclude(pk__in=(domain.pk, warmup.pk)).update(sending_paused=True)
     sweep = [sys.executable, "manage.py", "dispatch_pending"]
     with ExitStack() as stack:
         workers = [stack.enter_context(celery_worker(beat=False, **env)) for _ in range(args.workers)]
@@ -237,6 +241,16 @@ def _rss_note(rss: dict[str, list[float]]) -> str:
     return f"Worker resident memory (VmRSS, MiB, one figure per worker process): {readings}."
 
 
+def _forget_queue(redis_url: str, queue: str) -> None:
+    """Remove the run's Celery queue and kombu's bindings for it from the bench's Redis database."""
+    from redis import Redis
+
+    client = Redis.from_url(redis_url)
+    for key in client.scan_iter(f"*{queue}*"):
+        client.delete(key)
+    client.close()
+
+
 def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     if args.messages < 1 or args.workers < 1 or args.warmup < 1:
         raise BenchError("dispatch: --messages, --workers and --warmup must be positive")
@@ -255,6 +269,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         product = _product(args, env, sink.pid)
         peer = _post_office(args, ctx.services.database_url, sink.port, sink.pid)
         second = _ceiling(args.messages, sink.port, sink.pid)
+    _forget_queue(ctx.services.redis_url, queue)
     ceiling_rate = (first.rate + second.rate) / 2
     section = Section(
         title="2. Dispatch",
