@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from bench import plots
-from bench.report import Ratio, Section
+from bench.report import Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
 from bench.stack import ROOT, BenchError, cpu_seconds, discard_sink, empty_database, rss_mib, server_env
 
@@ -307,8 +307,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         "batch sent at once (one `last_updated`), so it is timed from the end of its first chunk to the end of its "
         "last, counting the messages after the first chunk: its start-up and first chunk are left out, in its favour "
         "(with fewer than three chunks, at the tiny size, its command's wall time is used).",
-        f"The sink used at most {busiest:.0%} of a core during any run: "
-        + ("it was not the bottleneck." if busiest < 0.8 else "it may have been the bottleneck."),
+        bottleneck_note("The sink, in its busiest run,", busiest),
     ]
     rates = {name: result.rate for name, result in rows}
     section.plots.append(plots.rates(ctx.output / "dispatch.png", rates, title="2. Dispatch: messages per second"))

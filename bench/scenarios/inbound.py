@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from bench import plots
-from bench.report import Ratio, Section
+from bench.report import Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
 from bench.stack import BenchError, discard_sink, server_env
 
@@ -128,10 +128,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     ratio = product.rate / ceiling.rate
     section.ratios.append(Ratio("run_inbound_smtp / bare aiosmtpd", ratio, ">= 0.5", ratio >= 0.5))
     busiest = max(ceiling.client_cpu + product.client_cpu)
-    section.notes.append(
-        f"The busiest client process used {busiest:.0%} of a core: "
-        + ("it was not the bottleneck." if busiest < 0.8 else "it may have been the bottleneck; try more --clients.")
-    )
+    section.notes.append(bottleneck_note("The busiest client process", busiest, hint="; try more --clients."))
     rates = {"ceiling: bare aiosmtpd": ceiling.rate, "run_inbound_smtp": product.rate}
     section.plots.append(plots.rates(ctx.output / "inbound.png", rates, title="4. Inbound: messages per second"))
     return [section]
