@@ -67,3 +67,16 @@ def listing(path: Path, small: dict[str, LoadResult], large: dict[str, LoadResul
     figure.savefig(path, dpi=90)
     plt.close(figure)
     return path.name
+
+
+def rates(path: Path, values: dict[str, float], *, title: str) -> str:
+    """One horizontal bar per sender, in messages per second."""
+    figure, axis = plt.subplots(figsize=(9, 0.6 * len(values) + 1.5))
+    names = list(values)[::-1]
+    axis.barh(names, [values[name] for name in names])
+    axis.set_xlabel("messages per second")
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return path.name

@@ -53,6 +53,12 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def bottleneck_note(what: str, share: float, *, hint: str = "") -> str:
+    """Whether a helper process (load generator, sink) could have capped a measurement: its CPU share."""
+    verdict = "it was not the bottleneck." if share < 0.8 else "it may have been the bottleneck" + (hint or ".")
+    return f"{what} used {share:.0%} of a core: {verdict}"
+
+
 def ms(value: float) -> str:
     return f"{value:.1f} ms"
 

@@ -13,7 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from tests.live import ChildServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,9 +63,8 @@ def configure_django(services: Services) -> None:
 
 
 @contextmanager
-def postgres_database(database_url: str) -> Iterator[None]:
-    """A fresh, migrated database for one bench run (this process's Django uses it), dropped
-    afterwards whatever happens."""
+def empty_database(database_url: str) -> Iterator[None]:
+    """A fresh, empty PostgreSQL database named by `database_url`, dropped afterwards whatever happens."""
     import psycopg
 
     parts = urlsplit(database_url)
@@ -75,6 +78,16 @@ def postgres_database(database_url: str) -> Iterator[None]:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
         try:
+            yield
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def postgres_database(database_url: str) -> Iterator[None]:
+    """A fresh, migrated database for one bench run (this process's Django uses it)."""
+    with empty_database(database_url):
+        try:
             from django.core.management import call_command
 
             call_command("migrate", verbosity=0)
@@ -83,7 +96,6 @@ def postgres_database(database_url: str) -> Iterator[None]:
             from django.db import connections
 
             connections.close_all()
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def server_env(**overrides: str) -> dict[str, str]:
@@ -122,3 +134,27 @@ def server(env: dict[str, str], *, workers: int) -> Iterator[str]:
     (ROOT / "var").mkdir(exist_ok=True)
     with web_server(workers=workers, **env) as base_url:
         yield base_url
+
+
+@contextmanager
+def discard_sink() -> Iterator["ChildServer"]:
+    """bench.sink (accepts and discards every message) in a process of its own."""
+    from tests.live import child_server, serves_smtp
+
+    command = [sys.executable, "-m", "bench.sink", "--port", "{port}"]
+    with child_server(command, name="sink", ready=serves_smtp, env={}) as child:
+        yield child
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    """A process's resident set size (VmRSS in /proc/<pid>/status), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise BenchError(f"process {pid} has no VmRSS (has it exited?)")

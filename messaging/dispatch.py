@@ -17,15 +17,16 @@ import random
 import smtplib
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, Q
 from django.utils import timezone
 
+from domains.models import SendingControl
 from domains.selectors import global_sending_paused
 from mailservice.mailbox import address_of
 from messaging.dkim import dkim_sign
@@ -111,9 +112,19 @@ def _classify(message: Message, result: SendResult) -> Outcome:
     return _temporary(message, str(result.final))
 
 
-def _suppressed(message: Message, addresses: list[str]) -> set[str]:
-    listed = Suppression.objects.filter(domain_id=message.domain_id, address__in=addresses)
-    return set(listed.values_list("address", flat=True))
+def _suppressed(messages: list[Message]) -> set[tuple[int, str]]:
+    """(domain id, address) for the batch's recipients on their domain's suppression list.
+
+    One query per batch rather than per message: a suppression added while a batch is being
+    sent applies from the next batch, a second or so later."""
+    addresses: set[str] = set()
+    for message in messages:
+        with suppress(UnsendableMessage):  # _send_one fails such a message itself
+            addresses.update(_recipients(message))
+    if not addresses:
+        return set()
+    listed = Suppression.objects.filter(domain_id__in={m.domain_id for m in messages}, address__in=addresses)
+    return set(listed.values_list("domain_id", "address"))
 
 
 def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
@@ -124,6 +135,8 @@ def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
     )
     if message.message_id_header:
         fields["message_id_header"] = message.message_id_header
+    if connection.vendor == "postgresql":
+        return _record_in_one_statement(message, fields, outcome.events, now)
     with transaction.atomic():
         mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
         if mine.update(**fields, updated_at=now) != 1:
@@ -154,21 +167,48 @@ def _record_durably(message: Message, outcome: Outcome) -> bool:
             time.sleep(RECORD_RETRY_SECONDS)
 
 
+def _record_in_one_statement(message: Message, fields: dict, events: list[tuple[str, str, str]], now: datetime) -> bool:
+    """_record as one statement on PostgreSQL: the conditional UPDATE and the events' INSERT in a
+    data-modifying CTE, atomic like the transaction it replaces but one round trip instead of four
+    (BEGIN, UPDATE, INSERT, COMMIT): the dispatch benchmark's workers spent a fifth of their time there."""
+    assignments = ", ".join(f'"{Message._meta.get_field(name).column}" = %s' for name in fields)
+    rows = ", ".join(["(%s, %s, %s, %s)"] * len(events))
+    # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
+    sql = (
+        f'WITH mine AS (UPDATE "{Message._meta.db_table}" SET {assignments}, "updated_at" = %s '  # noqa: S608
+        'WHERE "id" = %s AND "status" = %s AND "lease_expires_at" = %s RETURNING "id") '
+        f'INSERT INTO "{MessageEvent._meta.db_table}" ("message_id", "type", "recipient", "detail", "created_at", '
+        f'"updated_at") SELECT mine.id, event.type, event.recipient, event.detail, %s, %s '
+        f"FROM mine CROSS JOIN (VALUES {rows}) AS event (n, type, recipient, detail) ORDER BY event.n"
+    )
+    params = [*fields.values(), now, message.pk, Status.ACCEPTED, message.lease_expires_at, now, now]
+    params += [value for n, event in enumerate(events) for value in (n, *event)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        # Every outcome carries at least one event, so no row inserted means no row updated: the lease was lost.
+        return cursor.rowcount > 0
+
+
 def _renew_lease(message: Message) -> bool:
     """Renew the lease right before SMTP, conditional on still holding it (the fencing token) and no pause."""
     renewed = timezone.now() + timedelta(seconds=settings.MAILSERVICE_DISPATCH_LEASE_SECONDS)
     mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
-    if global_sending_paused() or mine.filter(domain__sending_paused=False).update(lease_expires_at=renewed) != 1:
+    # Both pauses in the same UPDATE: one round trip per message (the benchmark's worker spent
+    # a fifth of its time in this function when the global pause was a query of its own).
+    unpaused = mine.filter(~Exists(SendingControl.objects.filter(pk=1, paused=True)), domain__sending_paused=False)
+    if unpaused.update(lease_expires_at=renewed) != 1:
         return False
     message.lease_expires_at = renewed
     return True
 
 
-def _send_one(message: Message, open_connection: Callable[[], Connection]) -> Outcome | None:
+def _send_one(
+    message: Message, open_connection: Callable[[], Connection], *, suppressed_in_batch: set[tuple[int, str]]
+) -> Outcome | None:
     """Deliver one claimed message; None when it was not ours to send any more."""
     try:
         recipients = _recipients(message)
-        suppressed = _suppressed(message, list(recipients))
+        suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
         notice = "the address is on the domain's suppression list"
         skipped = [(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed]
         wire = [sent for address, sent in recipients.items() if address not in suppressed]
@@ -222,8 +262,9 @@ def dispatch_batch(*, public_id: str | None = None) -> int:
                     opened.append(stack.enter_context(transport().connection()))
                 return opened[0]
 
+            suppressed = _suppressed(messages)
             for message in messages:
-                outcome = _send_one(message, connection)
+                outcome = _send_one(message, connection, suppressed_in_batch=suppressed)
                 if outcome is None:
                     _release([message])
                 elif _record_durably(message, outcome):

@@ -364,7 +364,7 @@ def _answers(url: str) -> bool:
     return True
 
 
-def _serves_smtp(port: int) -> bool:
+def serves_smtp(port: int) -> bool:
     try:
         with smtplib.SMTP("127.0.0.1", port, timeout=1) as smtp:
             return smtp.noop()[0] == 250
@@ -372,9 +372,17 @@ def _serves_smtp(port: int) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class ChildServer:
+    port: int
+    pid: int
+
+
 @contextmanager
-def _child(command: list[str], *, name: str, ready: Callable[[int], bool], env: dict[str, str]) -> Iterator[int]:
-    """A child process serving on a free loopback port (passed as {port} in the command); yields the port."""
+def child_server(
+    command: list[str], *, name: str, ready: Callable[[int], bool], env: dict[str, str]
+) -> Iterator[ChildServer]:
+    """A child process serving on a free loopback port (passed as {port} in the command)."""
     port = free_port()
     log = open(ROOT / "var" / f"{name}-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
     process = subprocess.Popen(
@@ -390,7 +398,7 @@ def _child(command: list[str], *, name: str, ready: Callable[[int], bool], env: 
             timeout=30,
             message=f"{name} on port {port} (log: {log.name})",
         )
-        yield port
+        yield ChildServer(port=port, pid=process.pid)
     finally:
         process.terminate()
         try:
@@ -408,8 +416,8 @@ WEB_COMMAND = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}
 def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
     """gunicorn serving the project on a free loopback port; yields the base URL."""
     ready = lambda port: _answers(f"http://127.0.0.1:{port}/v1/openapi.json")  # noqa: E731
-    with _child([*WEB_COMMAND, "--workers", str(workers)], name="web", ready=ready, env=env) as port:
-        yield f"http://127.0.0.1:{port}"
+    with child_server([*WEB_COMMAND, "--workers", str(workers)], name="web", ready=ready, env=env) as child:
+        yield f"http://127.0.0.1:{child.port}"
 
 
 class WebProcess:
@@ -450,5 +458,5 @@ class WebProcess:
 def inbound_smtp_server(**env: str) -> Iterator[int]:
     """`manage.py run_inbound_smtp` on a free loopback port; yields the port."""
     command = [sys.executable, "manage.py", "run_inbound_smtp", "--host", "127.0.0.1", "--port", "{port}"]
-    with _child(command, name="inbound", ready=_serves_smtp, env=env) as port:
-        yield port
+    with child_server(command, name="inbound", ready=serves_smtp, env=env) as child:
+        yield child.port

@@ -1,8 +1,9 @@
 """The scenario registry: a scenario is one module exposing SCENARIO, listed here in run order."""
 
 from bench.scenario import Scenario
-from bench.scenarios import accept, embedded, listing
+from bench.scenarios import accept, dispatch, embedded, inbound, listing
 
 SCENARIOS: dict[str, Scenario] = {
-    scenario.name: scenario for scenario in [accept.SCENARIO, listing.SCENARIO, embedded.SCENARIO]
+    scenario.name: scenario
+    for scenario in [accept.SCENARIO, dispatch.SCENARIO, listing.SCENARIO, inbound.SCENARIO, embedded.SCENARIO]
 }

@@ -22,12 +22,15 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         env={key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "DJANGO_"))},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
     )
 
     assert done.returncode == 0, done.stderr[-3000:]
     results = (tmp_path / "latest.md").read_text()
-    for heading in ("## 1. Accept path", "## 3. List scaling", "## 5. Embedded default (SQLite)"):
+    headings = ("## 1. Accept path", "## 2. Dispatch", "## 3. List scaling", "## 4. Inbound", "## 5. Embedded default")
+    for heading in headings:
         assert heading in results
     assert results.count("EXPLAIN (ANALYZE, BUFFERS) of the list query") == 4  # two pages at two sizes
-    assert {path.name for path in tmp_path.glob("*.png")} == {"accept.png", "list.png", "embedded.png"}
+    assert "product / django-post-office" in results and "run_inbound_smtp / bare aiosmtpd" in results
+    plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png"}
+    assert {path.name for path in tmp_path.glob("*.png")} == plots

@@ -1,0 +1,323 @@
+"""Scenario 2, dispatch: accepted messages drained by Celery workers into an SMTP sink.
+
+The messages are bulk-inserted as `accepted` rows due now (what `POST /v1/send` leaves behind,
+without measuring the accept path again), then one pass of `manage.py dispatch_pending` (the
+sweeper, grace period 0; other scenarios' domains paused) queues one task per batch and real `celery -A config worker`
+processes (solo pool, Redis) claim, render, DKIM-sign and send them over SMTP to bench.sink,
+a discarding aiosmtpd server in its own process. Timed from the first claim to the last
+`delivered` event. Against:
+- the ceiling: one smtplib connection pushing the same message, pre-rendered and unsigned, to
+  the same sink in a loop (before and after the other runs; the mean is the ceiling);
+- django-post-office, queueing the same messages in its own database (bench/post_office_settings.py)
+  and sending them with its `send_queued_mail --processes` to the same sink, without signing:
+  timed from its first sent email to its last.
+"""
+
+import argparse
+import json
+import secrets
+import smtplib
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from bench import plots
+from bench.report import Ratio, Section, bottleneck_note
+from bench.scenario import Context, Scenario
+from bench.stack import ROOT, BenchError, cpu_seconds, discard_sink, empty_database, rss_mib, server_env
+
+DOMAIN = "dispatch.bench.example"
+WARMUP_DOMAIN = "warmup.dispatch.bench.example"
+SENDER = f"Acme Shop <shop@{DOMAIN}>"
+RECIPIENT = "customer@example.org"
+SUBJECT = "Your order #12345 has shipped"
+TEXT = "Hello,\n\nyour order is on its way.\n" * 20
+HTML = "<p>Hello,</p><p>your order is <b>on its way</b>.</p>\n" * 20
+RSS_AFTER = 1000
+POLL = 0.005  # seconds between looks for the first claim (the start of the timing)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=int, default=10_000, help="messages to dispatch (default 10 000)")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="Celery worker processes, and post_office's --processes (default 2)"
+    )
+    parser.add_argument("--warmup", type=int, default=200, help="messages sent first, untimed (default 200)")
+
+
+@dataclass
+class Run:
+    seconds: float
+    messages: int
+    sink_cpu: float  # the sink's CPU seconds per wall second during the run
+    rss: dict[str, list[float]] = field(default_factory=dict)  # when -> MiB per worker process
+    worker_cpu: float = 0.0  # the workers' CPU seconds per message
+
+    @property
+    def rate(self) -> float:
+        return self.messages / max(self.seconds, 1e-9)
+
+
+def _messages(domain, count: int) -> None:
+    from django.utils import timezone
+
+    from messaging.models import Direction, Message, Status
+
+    now = timezone.now()
+    Message.objects.bulk_create(
+        (
+            Message(
+                domain=domain,
+                direction=Direction.SENT,
+                status=Status.ACCEPTED,
+                from_address=SENDER,
+                to=[RECIPIENT],
+                subject=SUBJECT,
+                text=TEXT,
+                html=HTML,
+                next_attempt_at=now,
+            )
+            for _ in range(count)
+        ),
+        batch_size=2000,
+    )
+
+
+def _counts(domain) -> dict[str, int]:
+    from django.db.models import Count
+
+    from messaging.models import Message
+
+    rows = Message.objects.filter(domain=domain).values("status").annotate(n=Count("id"))
+    return {row["status"]: row["n"] for row in rows}
+
+
+def _wait_delivered(domain, count: int, *, timeout: float, at: int, on_reaching) -> None:
+    """Until `count` of the domain's messages are delivered; `on_reaching()` once `at` are."""
+    deadline, reached = time.monotonic() + timeout, False
+    while (counts := _counts(domain)).get("delivered", 0) < count:
+        if not reached and counts.get("delivered", 0) >= at:
+            on_reaching()
+            reached = True
+        if time.monotonic() > deadline:
+            raise BenchError(f"dispatch: not all delivered after {timeout:.0f} s, statuses {counts}")
+        time.sleep(0.1)
+    if not reached:
+        on_reaching()
+
+
+def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Run:
+    from django.db.models import Max
+
+    from domains.models import Domain
+    from domains.services import domain_create
+    from messaging.models import EventType, Message, MessageEvent
+    from tests.live import celery_worker, child_env, wait_until
+
+    domain, warmup = domain_create(name=DOMAIN, verified=True), domain_create(name=WARMUP_DOMAIN, verified=True)
+    # Messages other scenarios left accepted (scenario 1's sends) are not this one's to drain:
+    # their domains are paused, which takes them out of the sweeper's and the claim's due set.
+    Domain.objects.exclude(pk__in=(domain.pk, warmup.pk)).update(sending_paused=True)
+    sweep = [sys.executable, "manage.py", "dispatch_pending"]
+    with ExitStack() as stack:
+        workers = [stack.enter_context(celery_worker(beat=False, **env)) for _ in range(args.workers)]
+        wait_until(
+            lambda: all("ready." in Path(worker.log_path).read_text() for worker in workers),
+            timeout=60,
+            message="the Celery workers",
+        )
+        pids = [worker.process.pid for worker in workers]
+        # Imports, database and relay connections, the DKIM key: what a long-running worker has paid already.
+        _messages(warmup, args.warmup)
+        subprocess.run(sweep, cwd=ROOT, env=child_env(**env), check=True, capture_output=True)
+        _wait_delivered(warmup, args.warmup, timeout=120, at=args.warmup, on_reaching=lambda: None)
+        rss = {"after the warm-up": [rss_mib(pid) for pid in pids]}
+
+        _messages(domain, args.messages)
+        sink_before, workers_before = cpu_seconds(sink_pid), sum(cpu_seconds(pid) for pid in pids)
+        measured = Message.objects.filter(domain=domain)
+        sweeper = subprocess.Popen(sweep, cwd=ROOT, env=child_env(**env), stdout=subprocess.DEVNULL)
+        while not measured.filter(attempts__gt=0).exists():
+            if sweeper.poll() not in (None, 0):
+                raise BenchError("dispatch: manage.py dispatch_pending failed")
+            time.sleep(POLL)
+        started = datetime.now(UTC)
+        at = min(RSS_AFTER, args.messages)
+
+        def read_rss() -> None:
+            rss[f"after {at:,} messages"] = [rss_mib(pid) for pid in pids]
+
+        _wait_delivered(domain, args.messages, timeout=60 + args.messages / 20, at=at, on_reaching=read_rss)
+        sweeper.wait()
+        rss[f"after {args.messages:,} messages"] = [rss_mib(pid) for pid in pids]
+        worker_cpu = (sum(cpu_seconds(pid) for pid in pids) - workers_before) / args.messages
+        finished = MessageEvent.objects.filter(message__domain=domain, type=EventType.DELIVERED).aggregate(
+            last=Max("created_at")
+        )["last"]
+    seconds = (finished - started).total_seconds()
+    return Run(seconds, args.messages, (cpu_seconds(sink_pid) - sink_before) / seconds, rss, worker_cpu)
+
+
+def _ceiling(count: int, port: int, sink_pid: int) -> Run:
+    """The same message, rendered once and unsigned, over one smtplib connection."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from messaging.mime import envelope_for, render_message
+    from messaging.models import Message
+
+    message = Message(
+        public_id=f"msg_{secrets.token_hex(12)}",
+        from_address=SENDER,
+        to=[RECIPIENT],
+        subject=SUBJECT,
+        text=TEXT,
+        html=HTML,
+        created_at=timezone.now(),
+    )
+    data = render_message(message).data
+    envelope = envelope_for(
+        message=message, recipients=[RECIPIENT], return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN
+    )
+    with smtplib.SMTP("127.0.0.1", port, timeout=30) as smtp:
+        smtp.ehlo()
+        sink_before, started = cpu_seconds(sink_pid), time.perf_counter()
+        for _ in range(count):
+            smtp.sendmail(envelope.mail_from, envelope.recipients, data)
+        seconds = time.perf_counter() - started
+    return Run(seconds, count, (cpu_seconds(sink_pid) - sink_before) / seconds)
+
+
+def _post_office(args: argparse.Namespace, database_url: str, port: int, sink_pid: int) -> Run:
+    import psycopg
+
+    from tests.live import child_env
+
+    parts = urlsplit(database_url)
+    url = urlunsplit(parts._replace(path=parts.path + "_post_office"))
+    env = child_env(DJANGO_SETTINGS_MODULE="bench.post_office_settings")
+    env.update(POST_OFFICE_DATABASE_URL=url, POST_OFFICE_SMTP_PORT=str(port))
+    spec = {"count": args.messages, "sender": SENDER, "recipients": [RECIPIENT], "subject": SUBJECT}
+    with empty_database(url):
+        queued = subprocess.run(
+            [sys.executable, "-m", "bench.post_office_queue"],
+            input=json.dumps({**spec, "text": TEXT, "html": HTML}),
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if queued.returncode != 0:
+            raise BenchError(f"dispatch: queueing in django-post-office failed:\n{queued.stderr[-2000:]}")
+        lockfile = ROOT / "var" / f"post-office-{secrets.token_hex(4)}"
+        command = [sys.executable, "-m", "django", "send_queued_mail", "--processes", str(args.workers)]
+        with psycopg.connect(url, autocommit=True) as db:
+            sink_before, launched = cpu_seconds(sink_pid), time.perf_counter()
+            done = subprocess.run(
+                [*command, "--lockfile", str(lockfile)], cwd=ROOT, env=env, capture_output=True, text=True
+            )
+            wall = time.perf_counter() - launched
+            # post_office.models.STATUS: sent is 0. Each process marks a chunk sent at once, with one timestamp.
+            chunks = db.execute(
+                "SELECT last_updated, count(*) FROM post_office_email WHERE status = 0 GROUP BY 1 ORDER BY 1"
+            ).fetchall()
+        sent = sum(count for _, count in chunks)
+        if done.returncode != 0 or sent != args.messages:
+            raise BenchError(f"dispatch: post_office sent {sent} of {args.messages}:\n{done.stderr[-2000:]}")
+    sink_cpu = (cpu_seconds(sink_pid) - sink_before) / wall
+    if len(chunks) < 3:  # too few to time from the inside: the command's wall time, start-up included
+        return Run(wall, sent, sink_cpu)
+    # From the end of its first chunk to the end of its last: the messages after the first chunk.
+    return Run((chunks[-1][0] - chunks[0][0]).total_seconds(), sent - chunks[0][1], sink_cpu)
+
+
+def _rss_note(rss: dict[str, list[float]]) -> str:
+    readings = "; ".join(f"{when}: " + ", ".join(f"{mib:.0f}" for mib in values) for when, values in rss.items())
+    return f"Worker resident memory (VmRSS, MiB, one figure per worker process): {readings}."
+
+
+def _forget_queue(redis_url: str, queue: str) -> None:
+    """Remove the run's Celery queue and kombu's bindings for it from the bench's Redis database."""
+    from redis import Redis
+
+    client = Redis.from_url(redis_url)
+    for key in client.scan_iter(f"*{queue}*"):
+        client.delete(key)
+    client.close()
+
+
+def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
+    if args.messages < 1 or args.workers < 1 or args.warmup < 1:
+        raise BenchError("dispatch: --messages, --workers and --warmup must be positive")
+    queue = f"bench-dispatch-{secrets.token_hex(4)}"
+    with discard_sink() as sink:
+        env = server_env(
+            DATABASE_URL=ctx.services.database_url,
+            REDIS_URL=ctx.services.redis_url,
+            EMAIL_URL=f"smtp://127.0.0.1:{sink.port}",
+            CELERY_TASK_DEFAULT_QUEUE=queue,
+            # One sweeper pass queues everything that is due, straight away.
+            MAILSERVICE_DISPATCH_SWEEP_GRACE="0",
+            MAILSERVICE_DISPATCH_SWEEP_LIMIT=str(args.messages + args.warmup),
+        )
+        first = _ceiling(args.messages, sink.port, sink.pid)
+        product = _product(args, env, sink.pid)
+        peer = _post_office(args, ctx.services.database_url, sink.port, sink.pid)
+        second = _ceiling(args.messages, sink.port, sink.pid)
+    _forget_queue(ctx.services.redis_url, queue)
+    ceiling_rate = (first.rate + second.rate) / 2
+    section = Section(
+        title="2. Dispatch",
+        summary=(
+            f"{args.messages:,} accepted messages (one recipient, text + HTML, "
+            f"{len(TEXT) + len(HTML):,} characters of body) sent to a discarding aiosmtpd sink in its own process: "
+            f"the product's Celery workers ({args.workers} processes, solo pool, DKIM-signing every message) against "
+            "one smtplib connection pushing the same pre-rendered unsigned message (the ceiling) and "
+            f"django-post-office (`send_queued_mail --processes {args.workers}`, no signing)."
+        ),
+        header=["sender", "messages", "seconds", "messages/s", "sink CPU (share of a core)"],
+    )
+    rows = [
+        ("ceiling: smtplib, one connection (first run)", first),
+        ("product: Celery workers, DKIM on", product),
+        ("django-post-office", peer),
+        ("ceiling: smtplib, one connection (second run)", second),
+    ]
+    for name, result in rows:
+        section.rows.append(
+            [name, f"{result.messages:,}", f"{result.seconds:.1f}", f"{result.rate:.0f}", f"{result.sink_cpu:.0%}"]
+        )
+    to_ceiling, to_peer = product.rate / ceiling_rate, product.rate / peer.rate
+    section.ratios += [
+        Ratio("product / smtplib ceiling (mean of both runs)", to_ceiling, ">= 0.6", to_ceiling >= 0.6),
+        Ratio("product / django-post-office", to_peer, "> 1 (ahead)", to_peer > 1),
+    ]
+    busiest = max(result.sink_cpu for _, result in rows)
+    section.notes += [
+        _rss_note(product.rss),
+        f"The workers used {product.worker_cpu * 1000:.1f} ms of CPU per message (all worker processes together).",
+        "The product is timed from the first claim (a message's attempt count moves, polled every 5 ms) to the "
+        "last `delivered` event, after the workers sent "
+        f"{args.warmup} untimed messages of another domain. django-post-office marks each process's chunk of a "
+        "batch sent at once (one `last_updated`), so it is timed from the end of its first chunk to the end of its "
+        "last, counting the messages after the first chunk: its start-up and first chunk are left out, in its favour "
+        "(with fewer than three chunks, at the tiny size, its command's wall time is used).",
+        bottleneck_note("The sink, in its busiest run,", busiest),
+    ]
+    rates = {name: result.rate for name, result in rows}
+    section.plots.append(plots.rates(ctx.output / "dispatch.png", rates, title="2. Dispatch: messages per second"))
+    return [section]
+
+
+SCENARIO = Scenario(
+    name="dispatch",
+    help="accepted messages drained by the Celery workers, against smtplib and django-post-office",
+    add_arguments=add_arguments,
+    tiny={"messages": 50, "warmup": 10},
+    run=run,
+)

@@ -1,0 +1,143 @@
+"""Scenario 4, inbound: messages per second accepted by `manage.py run_inbound_smtp`.
+
+The real server (a subprocess on the bench database, a verified domain) and its ceiling, bench.sink
+(a bare aiosmtpd handler that discards, in its own process), get the same load: `--clients`
+processes, each with one smtplib connection reused for its share of the messages, in alternating
+rounds so a shared machine's drifting load falls on both alike. A message counts when the
+server answered 250 to its DATA; for the product that is after it is committed to the database,
+which is checked afterwards.
+"""
+
+import argparse
+import math
+import smtplib
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from bench import plots
+from bench.report import Ratio, Section, bottleneck_note
+from bench.scenario import Context, Scenario
+from bench.stack import BenchError, discard_sink, server_env
+
+DOMAIN = "inbound.bench.example"
+SENDER = "customer@example.org"
+RECIPIENT = f"support@{DOMAIN}"
+RAW = (
+    f"From: Customer <{SENDER}>\r\nTo: <{RECIPIENT}>\r\nSubject: Where is my order #12345?\r\n"
+    "Date: Sat, 21 Nov 2026 00:00:00 +0000\r\nMessage-ID: <{index}.bench@example.org>\r\n"
+    "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+    + "Hello, I ordered last week and have heard nothing since. Could you check?\r\n"
+    * 12
+)
+
+
+@dataclass
+class Load:
+    sent: int = 0
+    errors: int = 0
+    seconds: float = 0.0  # wall time, all clients together
+    client_cpu: list[float] = field(default_factory=list)  # per client process, CPU seconds / wall seconds
+
+    @property
+    def rate(self) -> float:
+        return self.sent / max(self.seconds, 1e-9)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=int, default=5000, help="messages per server (default 5000)")
+    parser.add_argument("--clients", type=int, default=4, help="client processes, one connection each (default 4)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds the messages are split over")
+
+
+def _client(port: int, count: int, offset: int) -> tuple[float, float, int, int, float]:
+    """(start, end, sent, refused, CPU share) of one connection sending `count` messages."""
+    sent = refused = 0
+    with smtplib.SMTP("127.0.0.1", port, timeout=30) as smtp:
+        smtp.ehlo()
+        cpu, start = time.process_time(), time.time()
+        for index in range(offset, offset + count):
+            try:
+                smtp.sendmail(SENDER, [RECIPIENT], RAW.replace("{index}", str(index)).encode())
+                sent += 1
+            except smtplib.SMTPResponseException:
+                refused += 1
+        end = time.time()
+    return start, end, sent, refused, (time.process_time() - cpu) / max(end - start, 1e-9)
+
+
+def _load(port: int, total: int, clients: int, offset: int) -> Load:
+    share = math.ceil(total / clients)
+    with ProcessPoolExecutor(clients) as pool:
+        futures = [
+            pool.submit(_client, port, min(share, total - i * share), offset + i * share)
+            for i in range(clients)
+            if total > i * share
+        ]
+        results = [future.result() for future in futures]
+    return Load(
+        sent=sum(r[2] for r in results),
+        errors=sum(r[3] for r in results),
+        seconds=max(r[1] for r in results) - min(r[0] for r in results),
+        client_cpu=[r[4] for r in results],
+    )
+
+
+def _merge(into: Load, load: Load) -> None:
+    into.sent, into.errors, into.seconds = into.sent + load.sent, into.errors + load.errors, into.seconds + load.seconds
+    into.client_cpu += load.client_cpu
+
+
+def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
+    from domains.services import domain_create
+    from messaging.models import Direction, Message
+    from tests.live import inbound_smtp_server
+
+    if args.messages < 1 or args.clients < 1 or args.rounds < 1:
+        raise BenchError("inbound: --messages, --clients and --rounds must be positive")
+    domain = domain_create(name=DOMAIN, verified=True)
+    env = server_env(
+        DATABASE_URL=ctx.services.database_url,
+        REDIS_URL=ctx.services.redis_url,
+        MAILSERVICE_INBOUND_HOST="mx.bench.example",
+    )
+    ceiling, product = Load(), Load()
+    per_round = max(1, args.messages // args.rounds)
+    with discard_sink() as sink, inbound_smtp_server(**env) as port:
+        _load(port, args.clients * 2, args.clients, 0)  # warm-up: connections, imports, the first queries
+        warmup = args.clients * 2
+        for i in range(args.rounds):
+            _merge(ceiling, _load(sink.port, per_round, args.clients, 0))
+            _merge(product, _load(port, per_round, args.clients, warmup + i * per_round))
+    stored = Message.objects.filter(domain=domain, direction=Direction.RECEIVED).count() - warmup
+    if stored != product.sent:
+        raise BenchError(f"inbound: the server answered 250 to {product.sent} messages but stored {stored}")
+    section = Section(
+        title="4. Inbound",
+        summary=(
+            f"Messages ({len(RAW):,} bytes each, one recipient on a verified domain) accepted by "
+            f"`manage.py run_inbound_smtp` (stored as received messages) against a bare aiosmtpd handler that "
+            f"discards, from {args.clients} smtplib client processes, each reusing one connection; "
+            f"{per_round * args.rounds:,} messages per server in {args.rounds} alternating rounds."
+        ),
+        header=["server", "messages", "seconds", "messages/s", "refused"],
+    )
+    for name, load in (("ceiling: bare aiosmtpd, discards", ceiling), ("run_inbound_smtp", product)):
+        section.rows.append([name, f"{load.sent:,}", f"{load.seconds:.1f}", f"{load.rate:.0f}", str(load.errors)])
+    section.failed_requests = ceiling.errors + product.errors
+    ratio = product.rate / ceiling.rate
+    section.ratios.append(Ratio("run_inbound_smtp / bare aiosmtpd", ratio, ">= 0.5", ratio >= 0.5))
+    busiest = max(ceiling.client_cpu + product.client_cpu)
+    section.notes.append(bottleneck_note("The busiest client process", busiest, hint="; try more --clients."))
+    rates = {"ceiling: bare aiosmtpd": ceiling.rate, "run_inbound_smtp": product.rate}
+    section.plots.append(plots.rates(ctx.output / "inbound.png", rates, title="4. Inbound: messages per second"))
+    return [section]
+
+
+SCENARIO = Scenario(
+    name="inbound",
+    help="messages per second accepted by run_inbound_smtp, against a bare aiosmtpd handler",
+    add_arguments=add_arguments,
+    tiny={"messages": 30, "clients": 2, "rounds": 1},
+    run=run,
+)
