@@ -135,7 +135,7 @@ def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
     )
     if message.message_id_header:
         fields["message_id_header"] = message.message_id_header
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql" and outcome.events:  # the one statement needs an event row to insert
         return _record_in_one_statement(message, fields, outcome.events, now)
     with transaction.atomic():
         mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
