@@ -21,11 +21,6 @@ def sending_paused_for(*, domain: Domain) -> bool:
     return domain.sending_paused or global_sending_paused()
 
 
-def sends_today(*, domain: Domain) -> int:
-    usage = DailyUsage.objects.filter(domain=domain, day=timezone.now().date()).first()
-    return usage.sent_count if usage else 0
-
-
 def with_sends_today(queryset: QuerySet[Domain]) -> QuerySet[Domain]:
     """Annotate `sends_today` (today's DailyUsage count) in the same query, for list pages."""
     today = DailyUsage.objects.filter(domain=OuterRef("pk"), day=timezone.now().date()).values("sent_count")[:1]
