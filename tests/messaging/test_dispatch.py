@@ -1,6 +1,7 @@
 """Dispatch in-process: claims, retry scheduling, suppressions, pauses, the sweeper, the file outbox."""
 
 import threading
+import time
 from datetime import timedelta
 
 import dkim
@@ -10,7 +11,15 @@ from django.db import connection
 from django.utils import timezone
 
 from domains.services import sending_pause, sending_resume
-from messaging.dispatch import _send_one, dispatch_batch, dispatch_claim, dispatch_sweep, retry_delay
+from messaging.dispatch import (
+    LEASE_CHECK_SECONDS,
+    BatchLease,
+    dispatch_batch,
+    dispatch_claim,
+    dispatch_sweep,
+    retry_delay,
+    send_batch,
+)
 from messaging.models import EventType, Message, Status, Suppression, SuppressionReason
 from tests.factories import MessageFactory
 from tests.live import free_port
@@ -160,13 +169,59 @@ def test_suppressed_recipients_are_skipped_and_the_rest_delivered(outbox):
     ]
 
 
-def test_a_worker_that_lost_its_lease_neither_sends_nor_records(outbox):
-    message = due_message()
-    [claimed] = dispatch_claim(limit=1)
-    Message.objects.filter(pk=message.pk).update(lease_expires_at=timezone.now() + timedelta(minutes=9))
+def claimed_batch(size: int, *, checked_ago: float = 0.0) -> tuple[list[Message], BatchLease]:
+    """A batch claimed the way dispatch_batch claims one, whose lease was last confirmed `checked_ago` seconds ago."""
+    messages = dispatch_claim(limit=size)
+    return messages, BatchLease(expires_at=messages[0].lease_expires_at, checked_at=time.monotonic() - checked_ago)
 
-    assert _send_one(claimed, lambda: pytest.fail("must not connect"), suppressed_in_batch=set()) is None
+
+def test_a_worker_that_stalled_past_its_lease_neither_sends_nor_records(settings, outbox):
+    settings.MAILSERVICE_DISPATCH_LEASE_SECONDS = 0.2
+    message = due_message()
+    stalled, lease = claimed_batch(1)
+    time.sleep(0.25)  # the stall: the lease runs out and another worker claims the message
+    [taken_over] = dispatch_claim(limit=1)
+
+    assert send_batch(stalled, lease) == 0
     assert list(outbox.iterdir()) == []
+    message.refresh_from_db()
+    assert (message.attempts, message.lease_expires_at) == (2, taken_over.lease_expires_at)
+    assert event_types(message) == []
+
+
+def test_a_pause_stops_a_batch_between_two_messages_and_gives_back_their_attempts(outbox):
+    for _ in range(3):
+        due_message()
+    messages, lease = claimed_batch(3, checked_ago=LEASE_CHECK_SECONDS)
+    sending_pause(domain=None, actor="ops", reason="test")
+
+    assert send_batch(messages, lease) == 0
+    assert list(outbox.iterdir()) == []
+    assert set(Message.objects.values_list("status", "attempts", "lease_expires_at")) == {(Status.ACCEPTED, 0, None)}
+
+
+def test_within_the_check_interval_a_batch_costs_one_write_per_message(outbox, django_assert_num_queries):
+    for _ in range(3):
+        due_message()
+    messages, lease = claimed_batch(3)
+
+    # The batch's suppression lookup, then each message's outcome (one statement on PostgreSQL).
+    with django_assert_num_queries(4):
+        assert send_batch(messages, lease) == 3
+    assert len(list(outbox.iterdir())) == 3
+
+
+def test_a_stale_lease_is_renewed_once_for_the_rest_of_the_batch(outbox, django_assert_num_queries):
+    for _ in range(3):
+        due_message()
+    messages, lease = claimed_batch(3, checked_ago=LEASE_CHECK_SECONDS)
+    claimed_until = lease.expires_at
+
+    # As above, plus the renewal's UPDATE and the read of what it renewed.
+    with django_assert_num_queries(6):
+        assert send_batch(messages, lease) == 3
+    assert lease.expires_at > claimed_until
+    assert {m.status for m in Message.objects.all()} == {Status.DELIVERED}
 
 
 def test_the_sweeper_enqueues_lost_first_attempts_and_due_retries_but_not_fresh_or_leased_ones(settings):
