@@ -1,9 +1,23 @@
 import os
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("mailservice")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _close_old_connections(sender, **_) -> None:
+    """Around each task, what Django does around each request: keep the database connection for
+    CONN_MAX_AGE, drop it once it is broken or too old. (Celery's own Django fixup would close it
+    after every task, a new PostgreSQL backend per batch; CELERY_DB_REUSE_MAX turns that off.)
+    An eager task runs inside its caller's request or transaction, whose connection is not its own."""
+    from django.db import close_old_connections
+
+    if not sender.request.is_eager:
+        close_old_connections()

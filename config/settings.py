@@ -198,6 +198,9 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's Django fixup closes the database connection before and after every task unless this is
+# set; config/celery.py applies CONN_MAX_AGE around tasks instead, as Django does around requests.
+CELERY_DB_REUSE_MAX = 2**31
 
 # --- Dispatch (messaging/dispatch.py) -------------------------------------------------------
 # Attempt n failing temporarily waits BASE * 2^(n-1) seconds
@@ -216,7 +219,7 @@ MAILSERVICE_DISPATCH_SWEEP_INTERVAL = env_float("MAILSERVICE_DISPATCH_SWEEP_INTE
 MAILSERVICE_DISPATCH_SWEEP_GRACE = env_float("MAILSERVICE_DISPATCH_SWEEP_GRACE", 60.0)
 MAILSERVICE_DISPATCH_SWEEP_LIMIT = env_int("MAILSERVICE_DISPATCH_SWEEP_LIMIT", 10000)
 MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
-MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 2)
+MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 8)  # one per worker thread (Procfile)
 # Tests give each web/worker pair a queue of its own.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 # An unacknowledged task (its worker died) is redelivered after this many seconds; the
