@@ -50,7 +50,7 @@ inbound: install
 	$(BIN)/python manage.py run_inbound_smtp --host $${INBOUND_HOST:-127.0.0.1} --port $${INBOUND_PORT:-2525}
 
 worker: install
-	$(BIN)/celery -A config worker --loglevel INFO
+	$(BIN)/celery -A config worker --pool threads --concurrency 8 --loglevel INFO
 
 beat: install
 	$(BIN)/celery -A config beat --loglevel INFO

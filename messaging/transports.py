@@ -210,18 +210,20 @@ class SmtpTransport:
 
 
 _transports: dict[tuple, Transport] = {}
+_transports_lock = threading.Lock()
 
 
 def transport() -> Transport:
-    """The transport EMAIL_URL names, one per process so its pool outlives a task."""
+    """The transport EMAIL_URL names, one per process (shared by its threads) so its pool outlives a task."""
     key = (settings.EMAIL_URL, str(settings.MAILSERVICE_OUTBOX_DIR))
-    if key not in _transports:
-        if settings.EMAIL_URL:
-            _transports[key] = SmtpTransport(
-                RelayConfig.from_url(settings.EMAIL_URL),
-                timeout=settings.MAILSERVICE_SMTP_TIMEOUT,
-                pool_size=settings.MAILSERVICE_SMTP_POOL_SIZE,
-            )
-        else:
-            _transports[key] = OutboxTransport(Path(settings.MAILSERVICE_OUTBOX_DIR))
-    return _transports[key]
+    with _transports_lock:
+        if key not in _transports:
+            if settings.EMAIL_URL:
+                _transports[key] = SmtpTransport(
+                    RelayConfig.from_url(settings.EMAIL_URL),
+                    timeout=settings.MAILSERVICE_SMTP_TIMEOUT,
+                    pool_size=settings.MAILSERVICE_SMTP_POOL_SIZE,
+                )
+            else:
+                _transports[key] = OutboxTransport(Path(settings.MAILSERVICE_OUTBOX_DIR))
+        return _transports[key]

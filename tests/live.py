@@ -100,11 +100,14 @@ def _stop(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> None:
 
 
 class CeleryWorker:
-    """`celery -A config worker -B` (solo pool, embedded beat unless `beat=False`) on the test database; restartable."""
+    """`celery -A config worker -B` (embedded beat unless `beat=False`) on the test database; restartable.
 
-    def __init__(self, env: dict[str, str], *, beat: bool = True) -> None:
+    Solo pool, or the README's thread pool with `threads` batches at once."""
+
+    def __init__(self, env: dict[str, str], *, beat: bool = True, threads: int = 0) -> None:
         self.env = env
         self.beat = beat
+        self.pool = ["--pool", "threads", "--concurrency", str(threads)] if threads else ["--pool", "solo"]
         self.process: subprocess.Popen | None = None
         self.state_dir = tempfile.mkdtemp(prefix="celerybeat-")
         self.log_path = LOG_DIR / f"worker-{os.getpid()}-{free_port()}.log"
@@ -113,7 +116,7 @@ class CeleryWorker:
         log = open(self.log_path, "a")  # noqa: SIM115 - the child holds its own copy
         beat = ["-B", "-s", f"{self.state_dir}/schedule"] if self.beat else []
         self.process = subprocess.Popen(
-            [str(BIN / "celery"), "-A", "config", "worker", *beat, "--pool", "solo"]
+            [str(BIN / "celery"), "-A", "config", "worker", *beat, *self.pool]
             + ["--without-gossip", "--without-mingle", "--loglevel", "INFO"],
             cwd=ROOT,
             env=self.env,
@@ -147,10 +150,10 @@ class CeleryWorker:
 
 
 @contextmanager
-def celery_worker(*, start: bool = True, beat: bool = True, **env: str) -> Iterator[CeleryWorker]:
+def celery_worker(*, start: bool = True, beat: bool = True, threads: int = 0, **env: str) -> Iterator[CeleryWorker]:
     """A worker (with embedded beat unless `beat=False`: run exactly one beat); give it and the web the same
     CELERY_TASK_DEFAULT_QUEUE, a queue of their own."""
-    worker = CeleryWorker(child_env(**env), beat=beat)
+    worker = CeleryWorker(child_env(**env), beat=beat, threads=threads)
     if start:
         worker.start()
     try:

@@ -3,9 +3,10 @@
 The messages are bulk-inserted as `accepted` rows due now (what `POST /v1/send` leaves behind,
 without measuring the accept path again), then one pass of `manage.py dispatch_pending` (the
 sweeper, grace period 0; other scenarios' domains paused) queues one task per batch and real `celery -A config worker`
-processes (solo pool, Redis) claim, render, DKIM-sign and send them over SMTP to bench.sink,
+processes (Redis) claim, render, DKIM-sign and send them over SMTP to bench.sink,
 a discarding aiosmtpd server in its own process. Timed from the first claim to the last
-`delivered` event. Against:
+`delivered` event. Each worker process runs the README's thread pool (`--pool threads`), with
+as many threads as django-post-office's default per process. Against:
 - the ceiling: one smtplib connection pushing the same message, pre-rendered and unsigned, to
   the same sink in a loop (before and after the other runs; the mean is the ceiling);
 - django-post-office, queueing the same messages in its own database (bench/post_office_settings.py)
@@ -46,6 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--messages", type=int, default=10_000, help="messages to dispatch (default 10 000)")
     parser.add_argument(
         "--workers", type=int, default=2, help="Celery worker processes, and post_office's --processes (default 2)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=5,
+        help="batches each worker process sends at once (its thread pool), as post_office's threads per process "
+        "(default 5, post_office's default)",
     )
     parser.add_argument("--warmup", type=int, default=200, help="messages sent first, untimed (default 200)")
 
@@ -125,7 +133,9 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
     Domain.objects.exclude(pk__in=(domain.pk, warmup.pk)).update(sending_paused=True)
     sweep = [sys.executable, "manage.py", "dispatch_pending"]
     with ExitStack() as stack:
-        workers = [stack.enter_context(celery_worker(beat=False, **env)) for _ in range(args.workers)]
+        workers = [
+            stack.enter_context(celery_worker(beat=False, threads=args.threads, **env)) for _ in range(args.workers)
+        ]
         wait_until(
             lambda: all("ready." in Path(worker.log_path).read_text() for worker in workers),
             timeout=60,
@@ -252,8 +262,8 @@ def _forget_queue(redis_url: str, queue: str) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
-    if args.messages < 1 or args.workers < 1 or args.warmup < 1:
-        raise BenchError("dispatch: --messages, --workers and --warmup must be positive")
+    if min(args.messages, args.workers, args.threads, args.warmup) < 1:
+        raise BenchError("dispatch: --messages, --workers, --threads and --warmup must be positive")
     queue = f"bench-dispatch-{secrets.token_hex(4)}"
     with discard_sink() as sink:
         env = server_env(
@@ -276,9 +286,10 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         summary=(
             f"{args.messages:,} accepted messages (one recipient, text + HTML, "
             f"{len(TEXT) + len(HTML):,} characters of body) sent to a discarding aiosmtpd sink in its own process: "
-            f"the product's Celery workers ({args.workers} processes, solo pool, DKIM-signing every message) against "
-            "one smtplib connection pushing the same pre-rendered unsigned message (the ceiling) and "
-            f"django-post-office (`send_queued_mail --processes {args.workers}`, no signing)."
+            f"the product's Celery workers ({args.workers} processes, each with a pool of {args.threads} threads, "
+            "DKIM-signing every message) against one smtplib connection pushing the same pre-rendered unsigned "
+            f"message (the ceiling) and django-post-office (`send_queued_mail --processes {args.workers}`, "
+            "5 threads per process, no signing)."
         ),
         header=["sender", "messages", "seconds", "messages/s", "sink CPU (share of a core)"],
     )

@@ -80,8 +80,9 @@ class Cluster:
 
 
 @contextmanager
-def cluster() -> Iterator[Cluster]:
-    """Two web processes' worth of sends go through one (the limiter test covers two); two workers, one beat.
+def cluster(*, threads: int = 0) -> Iterator[Cluster]:
+    """Two web processes' worth of sends go through one (the limiter test covers two); two workers, one beat,
+    solo or with `threads` batches at once each.
 
     Batches of two, so a burst is spread over many tasks and both workers take some.
     """
@@ -94,8 +95,8 @@ def cluster() -> Iterator[Cluster]:
         }
         web = stack.enter_context(web_server(workers=2, **settings))
         workers = [
-            stack.enter_context(celery_worker(beat=True, **settings)),
-            stack.enter_context(celery_worker(beat=False, **settings)),
+            stack.enter_context(celery_worker(beat=True, threads=threads, **settings)),
+            stack.enter_context(celery_worker(beat=False, threads=threads, **settings)),
         ]
         for worker in workers:
             worker.wait_ready()
@@ -108,8 +109,9 @@ def messages_recorded_by(worker: CeleryWorker) -> int:
     return sum(int(n) for n in re.findall(r"Task messaging\.dispatch\[[^\]]+\] succeeded in [\d.]+s: (\d+)", log))
 
 
-def test_a_burst_is_dispatched_exactly_once_across_two_workers():
-    with cluster() as c:
+@pytest.mark.parametrize("threads", [0, 4], ids=["solo", "4 threads each"])
+def test_a_burst_is_dispatched_exactly_once_across_two_workers(threads):
+    with cluster(threads=threads) as c:
         ids = c.burst(40)
         c.wait_delivered(ids)
         time.sleep(2)  # past a lease and several sweeps: a second send would show now
