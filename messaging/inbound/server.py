@@ -66,10 +66,16 @@ class InboundHandler:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
         raw = envelope.original_content or b""  # bytes: the server runs with decode_data=False
         try:
-            await _deliver(envelope_from=envelope.mail_from or "", recipients=list(envelope.rcpt_tos), raw=raw)
+            refused = await _deliver(
+                envelope_from=envelope.mail_from or "", recipients=list(envelope.rcpt_tos), raw=raw
+            )
         except Exception:
             logger.exception("inbound: could not store mail from <%s> to %s", envelope.mail_from, envelope.rcpt_tos)
             return "451 4.3.0 Temporary failure storing the message, try again later"
+        if refused:
+            logger.info("inbound: recipients %s from %s are no longer on a verified domain", refused, session.peer)
+        if len(refused) == len(envelope.rcpt_tos):
+            return "550 5.7.1 Relay access denied, no such domain here"
         logger.info("inbound: accepted %d bytes from <%s> to %s", len(raw), envelope.mail_from, envelope.rcpt_tos)
         return "250 2.0.0 OK: queued"
 

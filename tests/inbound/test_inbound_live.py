@@ -74,6 +74,17 @@ def test_mail_for_other_domains_is_refused_at_rcpt(inbound, domain, recipient):
     assert not Message.objects.exists()
 
 
+def test_mail_for_a_domain_unverified_after_rcpt_is_refused_at_data(inbound, domain):
+    mail = plain_mail(sender="a@example.org", to="help@acme.example.com", subject="too late", text="x")
+    with smtplib.SMTP("127.0.0.1", inbound, timeout=10) as smtp:
+        smtp.ehlo()
+        smtp.mail("a@example.org")
+        assert smtp.rcpt("help@acme.example.com")[0] == 250
+        Domain.objects.filter(pk=domain.pk).update(verified=False)
+        assert smtp.data(wire_bytes(mail))[0] == 550
+    assert not Message.objects.exists()
+
+
 def test_mail_over_the_size_cap_is_refused(inbound, domain):
     big = plain_mail(sender="a@example.org", to="help@acme.example.com", subject="big", text="x" * MAX_BYTES)
     with smtplib.SMTP("127.0.0.1", inbound, timeout=10) as smtp:
