@@ -1,6 +1,7 @@
 """The inbound SMTP server as a real process, spoken to with smtplib, read back through the API."""
 
 import smtplib
+import time
 from collections.abc import Iterator
 from email.message import Message as EmailMessage
 
@@ -18,11 +19,16 @@ from tests.live import current_database_url, inbound_smtp_server, web_server
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 MAX_BYTES = 50_000
+ROUTE_MEMORY_SECONDS = 1.0
 
 
 @pytest.fixture(scope="module")
 def inbound(django_db_setup) -> Iterator[int]:
-    env = {"MAILSERVICE_RETURN_PATH_DOMAIN": RETURN_PATH_DOMAIN, "MAILSERVICE_INBOUND_MAX_BYTES": str(MAX_BYTES)}
+    env = {
+        "MAILSERVICE_RETURN_PATH_DOMAIN": RETURN_PATH_DOMAIN,
+        "MAILSERVICE_INBOUND_MAX_BYTES": str(MAX_BYTES),
+        "MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS": str(ROUTE_MEMORY_SECONDS),
+    }
     with inbound_smtp_server(**env) as port:
         yield port
 
@@ -83,6 +89,18 @@ def test_mail_for_a_domain_unverified_after_rcpt_is_refused_at_data(inbound, dom
         Domain.objects.filter(pk=domain.pk).update(verified=False)
         assert smtp.data(wire_bytes(mail))[0] == 550
     assert not Message.objects.exists()
+
+
+def test_a_domain_unverified_is_refused_at_rcpt_once_the_server_forgets_it(inbound, domain):
+    mail = plain_mail(sender="a@example.org", to="help@acme.example.com", subject="hello", text="x")
+    deliver(inbound, mail, to="help@acme.example.com")  # the server now remembers the recipient for a while
+    Domain.objects.filter(pk=domain.pk).update(verified=False)
+    time.sleep(ROUTE_MEMORY_SECONDS)
+
+    with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
+        deliver(inbound, mail, to="help@acme.example.com")
+    assert refused.value.recipients["help@acme.example.com"][0] == 550
+    assert Message.objects.count() == 1
 
 
 def test_mail_over_the_size_cap_is_refused(inbound, domain):
