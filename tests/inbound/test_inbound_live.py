@@ -11,6 +11,7 @@ from django.db import connection, transaction
 
 from apikeys.models import ApiKey
 from domains.models import Domain
+from messaging.inbound.server import CONNECTION_CHECK_SECONDS
 from messaging.models import EventType, Message, Status, Suppression
 from tests.factories import DomainFactory, MessageFactory
 from tests.inbound.mail import RETURN_PATH_DOMAIN, arf, dsn, plain_mail, verp_address, wire_bytes
@@ -222,3 +223,21 @@ def test_mail_that_cannot_be_stored_gets_451_and_is_stored_when_resent(domain):
 
         smtp.sendmail("a@example.org", ["help@acme.example.com"], wire_bytes(mail))
     assert Message.objects.get().subject == "retry me"
+
+
+def test_mail_is_stored_after_the_database_dropped_the_servers_idle_connections(domain):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs pg_terminate_backend")
+    mail = plain_mail(sender="a@example.org", to="help@acme.example.com", subject="still there?", text="x")
+    # Connections kept for a minute, as deployed, so the server reuses one the database has dropped.
+    with inbound_smtp_server(DATABASE_CONN_MAX_AGE="60") as port:
+        deliver(port, mail, to="help@acme.example.com")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        time.sleep(CONNECTION_CHECK_SECONDS)  # idle that long, a connection is checked before its next use
+
+        deliver(port, mail, to="help@acme.example.com")
+    assert Message.objects.count() == 2
