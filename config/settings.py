@@ -167,6 +167,9 @@ MAILSERVICE_RETURN_PATH_DOMAIN = env_str("MAILSERVICE_RETURN_PATH_DOMAIN")
 
 # Inbound SMTP (manage.py run_inbound_smtp): the size cap is advertised with the SIZE extension.
 MAILSERVICE_INBOUND_MAX_BYTES = env_int("MAILSERVICE_INBOUND_MAX_BYTES", 25 * 1024 * 1024)
+# How long a recipient found on a verified domain is accepted at RCPT without asking the database
+# again; whether the domain is still verified is checked anyway when its mail is stored.
+MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS = env_float("MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS", 5.0)
 
 # Safeguards: a domain is paused when, over its most recent sends (at most WINDOW_SENDS, none older
 # than WINDOW_HOURS), the bounce or complaint rate is over the limit. Below MIN_SENDS sends in the

@@ -1,6 +1,7 @@
 """The inbound SMTP server as a real process, spoken to with smtplib, read back through the API."""
 
 import smtplib
+import time
 from collections.abc import Iterator
 from email.message import Message as EmailMessage
 
@@ -10,6 +11,7 @@ from django.db import connection, transaction
 
 from apikeys.models import ApiKey
 from domains.models import Domain
+from messaging.inbound.server import CONNECTION_CHECK_SECONDS
 from messaging.models import EventType, Message, Status, Suppression
 from tests.factories import DomainFactory, MessageFactory
 from tests.inbound.mail import RETURN_PATH_DOMAIN, arf, dsn, plain_mail, verp_address, wire_bytes
@@ -18,11 +20,16 @@ from tests.live import current_database_url, inbound_smtp_server, web_server
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 MAX_BYTES = 50_000
+ROUTE_MEMORY_SECONDS = 1.0
 
 
 @pytest.fixture(scope="module")
 def inbound(django_db_setup) -> Iterator[int]:
-    env = {"MAILSERVICE_RETURN_PATH_DOMAIN": RETURN_PATH_DOMAIN, "MAILSERVICE_INBOUND_MAX_BYTES": str(MAX_BYTES)}
+    env = {
+        "MAILSERVICE_RETURN_PATH_DOMAIN": RETURN_PATH_DOMAIN,
+        "MAILSERVICE_INBOUND_MAX_BYTES": str(MAX_BYTES),
+        "MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS": str(ROUTE_MEMORY_SECONDS),
+    }
     with inbound_smtp_server(**env) as port:
         yield port
 
@@ -72,6 +79,29 @@ def test_mail_for_other_domains_is_refused_at_rcpt(inbound, domain, recipient):
         deliver(inbound, plain_mail(sender="a@example.org", to=recipient, subject="relay?", text="x"), to=recipient)
     assert refused.value.recipients[recipient][0] == 550
     assert not Message.objects.exists()
+
+
+def test_mail_for_a_domain_unverified_after_rcpt_is_refused_at_data(inbound, domain):
+    mail = plain_mail(sender="a@example.org", to="help@acme.example.com", subject="too late", text="x")
+    with smtplib.SMTP("127.0.0.1", inbound, timeout=10) as smtp:
+        smtp.ehlo()
+        smtp.mail("a@example.org")
+        assert smtp.rcpt("help@acme.example.com")[0] == 250
+        Domain.objects.filter(pk=domain.pk).update(verified=False)
+        assert smtp.data(wire_bytes(mail))[0] == 550
+    assert not Message.objects.exists()
+
+
+def test_a_domain_unverified_is_refused_at_rcpt_once_the_server_forgets_it(inbound, domain):
+    mail = plain_mail(sender="a@example.org", to="help@acme.example.com", subject="hello", text="x")
+    deliver(inbound, mail, to="help@acme.example.com")  # the server now remembers the recipient for a while
+    Domain.objects.filter(pk=domain.pk).update(verified=False)
+    time.sleep(ROUTE_MEMORY_SECONDS)
+
+    with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
+        deliver(inbound, mail, to="help@acme.example.com")
+    assert refused.value.recipients["help@acme.example.com"][0] == 550
+    assert Message.objects.count() == 1
 
 
 def test_mail_over_the_size_cap_is_refused(inbound, domain):
@@ -193,3 +223,21 @@ def test_mail_that_cannot_be_stored_gets_451_and_is_stored_when_resent(domain):
 
         smtp.sendmail("a@example.org", ["help@acme.example.com"], wire_bytes(mail))
     assert Message.objects.get().subject == "retry me"
+
+
+def test_mail_is_stored_after_the_database_dropped_the_servers_idle_connections(domain):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs pg_terminate_backend")
+    mail = plain_mail(sender="a@example.org", to="help@acme.example.com", subject="still there?", text="x")
+    # Connections kept for a minute, as deployed, so the server reuses one the database has dropped.
+    with inbound_smtp_server(DATABASE_CONN_MAX_AGE="60") as port:
+        deliver(port, mail, to="help@acme.example.com")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        time.sleep(CONNECTION_CHECK_SECONDS)  # idle that long, a connection is checked before its next use
+
+        deliver(port, mail, to="help@acme.example.com")
+    assert Message.objects.count() == 2

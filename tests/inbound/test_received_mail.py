@@ -111,3 +111,34 @@ def test_one_message_per_recipient_domain_each_listing_only_its_own_recipients(d
             MULTIPART,
         )
         assert list(message.events.values_list("type", flat=True)) == [EventType.RECEIVED]
+
+
+def test_mail_is_stored_only_for_domains_verified_when_it_is_stored(domain):
+    DomainFactory(name="unverified.example.com", verified=False)
+    recipients = ["a@acme.example.com", "b@unverified.example.com", "c@elsewhere.example"]
+
+    refused = inbound_deliver(envelope_from="sender@example.org", recipients=recipients, raw=MULTIPART)
+
+    assert refused == ["b@unverified.example.com", "c@elsewhere.example"]
+    assert [(m.domain, m.to) for m in Message.objects.all()] == [(domain, ["a@acme.example.com"])]
+
+
+def test_received_mail_has_the_model_defaults_in_every_column_it_does_not_set(domain):
+    inbound_deliver(envelope_from="sender@example.org", recipients=["a@acme.example.com"], raw=MULTIPART)
+
+    stored = Message.objects.get()
+    assert (stored.from_address, stored.subject, stored.text, stored.message_id_header) == (
+        "Shop <shop@example.org>",
+        "Order",
+        "plain wins",
+        "",
+    )
+    assert stored.created_at is not None and stored.updated_at is not None
+    assert stored.public_id.startswith("msg_")
+    set_here = {"id", "public_id", "domain", "direction", "status", "from_address", "to", "subject", "text"}
+    set_here |= {"message_id_header", "envelope_from", "raw", "created_at", "updated_at"}
+    for field in Message._meta.concrete_fields:
+        if field.name not in set_here:
+            assert getattr(stored, field.attname) == field.get_default(), field.name
+    event = stored.events.get()
+    assert (event.type, event.recipient, event.detail) == (EventType.RECEIVED, "", "envelope from <sender@example.org>")
