@@ -17,10 +17,6 @@ def global_sending_paused() -> bool:
     return SendingControl.objects.filter(pk=1, paused=True).exists()
 
 
-def sending_paused_for(*, domain: Domain) -> bool:
-    return domain.sending_paused or global_sending_paused()
-
-
 def with_sends_today(queryset: QuerySet[Domain]) -> QuerySet[Domain]:
     """Annotate `sends_today` (today's DailyUsage count) in the same query, for list pages."""
     today = DailyUsage.objects.filter(domain=OuterRef("pk"), day=timezone.now().date()).values("sent_count")[:1]

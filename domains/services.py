@@ -1,6 +1,6 @@
 import base64
 import re
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -95,6 +95,20 @@ def _seconds_until_next_utc_day(now: datetime) -> int:
     return int((tomorrow - now).total_seconds()) + 1
 
 
+def allowance_exhausted(*, domain: Domain, now: datetime) -> TooManyRequests:
+    """The 429 of a send past the domain's daily allowance."""
+    return TooManyRequests(
+        f"The daily sending allowance of {domain.daily_allowance} messages for {domain.name} is used up",
+        retry_after=_seconds_until_next_utc_day(now),
+        code="AllowanceExhausted",
+    )
+
+
+def allowance_day_open(*, domain: Domain, day: date) -> None:
+    """Create the day's counter row (at zero) if it is missing: the counting UPDATE needs a row."""
+    DailyUsage.objects.get_or_create(domain=domain, day=day)
+
+
 def allowance_consume(*, domain: Domain) -> None:
     """Count one send against today's allowance, or raise 429 when it is used up.
 
@@ -102,6 +116,7 @@ def allowance_consume(*, domain: Domain) -> None:
     Call inside the transaction that stores the message, so a rolled-back send costs nothing.
     The UPDATE is tried first: it is the only query on every send but the day's first (the
     accept benchmark counts database round trips; a get_or_create first made it two).
+    On PostgreSQL, message_send counts with the same conditional UPDATE inside its one statement.
     """
     now = timezone.now()
     counter = DailyUsage.objects.filter(domain=domain, day=now.date())
@@ -109,10 +124,6 @@ def allowance_consume(*, domain: Domain) -> None:
         counter = counter.filter(sent_count__lt=domain.daily_allowance)
     if counter.update(sent_count=F("sent_count") + 1) == 1:
         return
-    DailyUsage.objects.get_or_create(domain=domain, day=now.date())
+    allowance_day_open(domain=domain, day=now.date())
     if counter.update(sent_count=F("sent_count") + 1) == 0:
-        raise TooManyRequests(
-            f"The daily sending allowance of {domain.daily_allowance} messages for {domain.name} is used up",
-            retry_after=_seconds_until_next_utc_day(now),
-            code="AllowanceExhausted",
-        )
+        raise allowance_exhausted(domain=domain, now=now)

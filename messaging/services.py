@@ -1,11 +1,14 @@
 from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Field, Model
 from django.utils import timezone
 
-from domains.models import Domain
-from domains.selectors import sending_paused_for
-from domains.services import allowance_consume
+from domains.models import DailyUsage, Domain, SendingControl
+from domains.selectors import global_sending_paused
+from domains.services import allowance_consume, allowance_day_open, allowance_exhausted
 from mailservice.errors import PermissionDenied, SendingPaused, ValidationFailed
 from mailservice.mailbox import address_of
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
@@ -67,27 +70,112 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         )
     if not domain.verified:
         raise ValidationFailed(f"The domain {domain.name} is not verified", code="DomainNotVerified")
-    if sending_paused_for(domain=domain):
+    # The domain was read with the key, in this request; the global switch is read below.
+    if domain.sending_paused:
         raise SendingPaused(PAUSED_MESSAGE)
 
+    message = Message(
+        domain=domain,
+        direction=Direction.SENT,
+        status=Status.ACCEPTED,
+        from_address=request.from_address,
+        to=request.to,
+        cc=request.cc,
+        bcc=request.bcc,
+        reply_to=request.reply_to,
+        subject=subject or "",
+        text=text,
+        html=html,
+        template=version.template if version else None,
+        template_version=version.number if version else None,
+        next_attempt_at=timezone.now(),
+    )
+    if connection.vendor == "postgresql":
+        _store_in_one_statement(domain, message)
+    else:
+        _store_in_transaction(domain, message)
+    transaction.on_commit(lambda: dispatch_enqueue(public_id=message.public_id))
+    return message
+
+
+def _store_in_transaction(domain: Domain, message: Message) -> None:
+    """The global pause check, then the allowance count and the two rows in one transaction."""
+    if global_sending_paused():
+        raise SendingPaused(PAUSED_MESSAGE)
     with transaction.atomic():
         allowance_consume(domain=domain)
-        message = Message.objects.create(
-            domain=domain,
-            direction=Direction.SENT,
-            status=Status.ACCEPTED,
-            from_address=request.from_address,
-            to=request.to,
-            cc=request.cc,
-            bcc=request.bcc,
-            reply_to=request.reply_to,
-            subject=subject or "",
-            text=text,
-            html=html,
-            template=version.template if version else None,
-            template_version=version.number if version else None,
-            next_attempt_at=timezone.now(),
-        )
+        message.save(force_insert=True)
         MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
-        transaction.on_commit(lambda: dispatch_enqueue(public_id=message.public_id))
-    return message
+
+
+def _store_in_one_statement(domain: Domain, message: Message) -> None:
+    """_store_in_transaction as one statement on PostgreSQL, as atomic as the transaction.
+
+    The global pause check, the allowance count (allowance_consume's conditional UPDATE) and the
+    message and event INSERTs in one data-modifying CTE: one round trip instead of six (pause
+    SELECT, BEGIN, UPDATE, INSERT, INSERT, COMMIT) and no ORM query compilation, which were most
+    of a send's cost beyond the framework's in the accept benchmark
+    (bench/results/before-after-accept.md). The pause is read in the statement that stores the
+    message, so a pause committed before it applies. Nothing is written unless the counter row
+    was updated: paused, allowance used up, or no row yet for the day (the day's first send,
+    which creates it and tries once more).
+    """
+    now = timezone.now()
+    limited = domain.daily_allowance is not None
+    event = MessageEvent(type=EventType.ACCEPTED)
+    params = [
+        domain.pk,
+        now.date(),
+        *([domain.daily_allowance] if limited else []),
+        *_insert_values(message),
+        *_insert_values(event, exclude="message"),
+    ]
+    for first_try in (True, False):
+        with connection.cursor() as cursor:
+            cursor.execute(_accept_statement(limited=limited), params)
+            paused, message_pk = cursor.fetchone()
+        if paused:
+            raise SendingPaused(PAUSED_MESSAGE)
+        if message_pk is not None:
+            message.pk = message_pk
+            message._state.adding, message._state.db = False, connection.alias
+            return
+        if first_try:
+            allowance_day_open(domain=domain, day=now.date())
+    raise allowance_exhausted(domain=domain, now=now)
+
+
+def _insert_fields(model: type[Model], exclude: str = "") -> list[Field]:
+    """The columns an ORM INSERT of `model` writes (every concrete field but the generated id)."""
+    return [column for column in model._meta.local_concrete_fields if not column.primary_key and column.name != exclude]
+
+
+def _insert_values(instance: Model, exclude: str = "") -> list[Any]:
+    """The values an ORM INSERT would send for `instance` (defaults, auto_now, JSON adaptation)."""
+    return [
+        column.get_db_prep_save(column.pre_save(instance, add=True), connection)
+        for column in _insert_fields(type(instance), exclude)
+    ]
+
+
+@cache
+def _accept_statement(*, limited: bool) -> str:
+    """The statement of _store_in_one_statement; parameters: domain id, day, [allowance], the
+    message's _insert_values, the event's (without its message). Returns (paused, message id or NULL)."""
+    quote = connection.ops.quote_name
+    message_columns = [quote(column.column) for column in _insert_fields(Message)]
+    event_columns = [quote(column.column) for column in _insert_fields(MessageEvent, exclude="message")]
+    allowance = ' AND "sent_count" < %s' if limited else ""
+    # Only the models' own identifiers are interpolated; every value is a parameter.
+    return (
+        f"WITH control AS (SELECT EXISTS (SELECT 1 FROM {quote(SendingControl._meta.db_table)} "  # noqa: S608
+        'WHERE "id" = 1 AND "paused") AS paused), '
+        f'counted AS (UPDATE {quote(DailyUsage._meta.db_table)} SET "sent_count" = "sent_count" + 1 '
+        f'WHERE "domain_id" = %s AND "day" = %s{allowance} AND NOT (SELECT paused FROM control) RETURNING 1), '
+        f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(message_columns)}) "
+        f'SELECT {", ".join(["%s"] * len(message_columns))} FROM counted RETURNING "id"), '
+        f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
+        f'("message_id", {", ".join(event_columns)}) SELECT message.id, {", ".join(["%s"] * len(event_columns))} '
+        "FROM message) "
+        "SELECT (SELECT paused FROM control), (SELECT id FROM message)"
+    )

@@ -309,3 +309,14 @@ def test_the_longest_template_id_is_accepted(api, domain):
 def test_one_message_names_every_offending_field(api):
     error = assert_api_error(_post(api, inline_body(subject=5, to="nope", extra=1)), 400, "ValidationError")
     assert all(name in error["message"] for name in ("subject", "to", "extra")), error["message"]
+
+
+def test_each_bad_address_of_a_list_is_named_by_its_position_alone(api):
+    """One field validates every address: an error belongs to its own item, never to the next one."""
+    to = ["ok0@example.org", "nope", "ok2@example.org", "Bad\x00 <x@example.org>", "ok4@example.org"]
+    error = assert_api_error(_post(api, inline_body(to=to)), 400, "ValidationError")
+    assert error["message"] == (
+        "to.1: must be an address like name@example.com or Name <name@example.com> (3 to 320 characters); "
+        "to.3: Null characters are not allowed."
+    )
+    assert not Message.objects.exists()
