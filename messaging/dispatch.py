@@ -221,7 +221,8 @@ def _renew_leases(messages: list[Message], lease: BatchLease) -> set[int]:
     _release([message for message in messages if message.pk not in held], lease)
     lease.expires_at, lease.checked_at = renewed, checked_at
     for message in messages:
-        message.lease_expires_at = renewed if message.pk in held else message.lease_expires_at
+        if message.pk in held:
+            message.lease_expires_at = renewed
     return held
 
 
