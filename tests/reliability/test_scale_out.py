@@ -30,11 +30,14 @@ DOMAIN = "scale.example.com"
 
 
 def wait_for_a_fresh_rate_window(rate: str, *, needed: float) -> None:
-    """The limiter counts in fixed windows; start where at least `needed` seconds of one are left."""
+    """The limiter counts in fixed windows; start where at least `needed` seconds of one are left.
+
+    django-ratelimit's window ends after the whole second `time_left` counts down to (a window with
+    0 left still takes counts for up to a second), so the wait runs a second past it."""
     request = RequestFactory().get("/v1/messages", REMOTE_ADDR="127.0.0.1")
     left = get_usage(request, group="api", key=_client_ip_key, rate=rate, increment=False)["time_left"]
     if left < needed:
-        time.sleep(left + 0.5)
+        time.sleep(left + 1.05)
 
 
 def test_the_per_ip_rate_limit_is_shared_by_every_web_process():
