@@ -1,9 +1,7 @@
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Field, Model
 from django.utils import timezone
 
 from domains.models import DailyUsage, Domain, SendingControl
@@ -11,6 +9,7 @@ from domains.selectors import global_sending_paused
 from domains.services import allowance_consume, allowance_day_open, allowance_exhausted
 from mailservice.errors import PermissionDenied, SendingPaused, ValidationFailed
 from mailservice.mailbox import address_of
+from messaging.inserts import insert_fields, insert_values
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.tasks import dispatch_enqueue
 from templates_app.selectors import template_version_for_send
@@ -127,8 +126,8 @@ def _store_in_one_statement(domain: Domain, message: Message) -> None:
         domain.pk,
         now.date(),
         *([domain.daily_allowance] if limited else []),
-        *_insert_values(message),
-        *_insert_values(event, exclude="message"),
+        *insert_values(message, insert_fields(Message)),
+        *insert_values(event, insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS)),
     ]
     for first_try in (True, False):
         with connection.cursor() as cursor:
@@ -145,26 +144,16 @@ def _store_in_one_statement(domain: Domain, message: Message) -> None:
     raise allowance_exhausted(domain=domain, now=now)
 
 
-def _insert_fields(model: type[Model], exclude: str = "") -> list[Field]:
-    """The columns an ORM INSERT of `model` writes (every concrete field but the generated id)."""
-    return [column for column in model._meta.local_concrete_fields if not column.primary_key and column.name != exclude]
-
-
-def _insert_values(instance: Model, exclude: str = "") -> list[Any]:
-    """The values an ORM INSERT would send for `instance` (defaults, auto_now, JSON adaptation)."""
-    return [
-        column.get_db_prep_save(column.pre_save(instance, add=True), connection)
-        for column in _insert_fields(type(instance), exclude)
-    ]
+_EVENT_OWN_COLUMNS = frozenset({"message"})  # the statement takes it from the message INSERT
 
 
 @cache
 def _accept_statement(*, limited: bool) -> str:
     """The statement of _store_in_one_statement; parameters: domain id, day, [allowance], the
-    message's _insert_values, the event's (without its message). Returns (paused, message id or NULL)."""
+    message's insert_values, the event's (without its message). Returns (paused, message id or NULL)."""
     quote = connection.ops.quote_name
-    message_columns = [quote(column.column) for column in _insert_fields(Message)]
-    event_columns = [quote(column.column) for column in _insert_fields(MessageEvent, exclude="message")]
+    message_columns = [quote(column.column) for column in insert_fields(Message)]
+    event_columns = [quote(column.column) for column in insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS)]
     allowance = ' AND "sent_count" < %s' if limited else ""
     # Only the models' own identifiers are interpolated; every value is a parameter.
     return (

@@ -23,6 +23,7 @@ from domains.safeguards import safeguard_check
 from mailservice.mailbox import address_of
 from messaging.inbound.parsing import ReceivedMail, parse_received
 from messaging.inbound.reports import Outcome, RecipientReport, Report, classify
+from messaging.inserts import insert_fields, insert_values
 from messaging.models import Direction, EventType, Message, MessageEvent, Status, SuppressionReason
 from messaging.suppressions import suppression_add
 
@@ -139,15 +140,9 @@ def _store_in_one_statement(messages: dict[str, Message], *, detail: str) -> set
     quote = connection.ops.quote_name
     per_row = [Message._meta.get_field("public_id"), Message._meta.get_field("to")]
     # Every other column Django would insert, with the value it would (defaults and auto_now included).
-    shared = [
-        f for f in Message._meta.concrete_fields if not f.primary_key and f.name not in {"domain", "public_id", "to"}
-    ]
-    example = next(iter(messages.values()))
-    shared_values = [field.get_db_prep_save(field.pre_save(example, add=True), connection) for field in shared]
-    rows = [
-        [name, *(field.get_db_prep_save(getattr(message, field.attname), connection) for field in per_row)]
-        for name, message in messages.items()
-    ]
+    shared = insert_fields(Message, exclude=frozenset({"domain", "public_id", "to"}))
+    shared_values = insert_values(next(iter(messages.values())), shared)
+    rows = [[name, *insert_values(message, per_row)] for name, message in messages.items()]
     columns = ", ".join(quote(field.column) for field in [Message._meta.get_field("domain"), *per_row, *shared])
     now = timezone.now()
     # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
