@@ -9,8 +9,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mailservice.authentication import BearerKeyAuthentication
-from mailservice.permissions import CanSend
+from mailservice.api.authentication import BearerKeyAuthentication
+from mailservice.api.permissions import CanSend
 
 CONSTANT = {"id": "x", "created_at": "2026-01-01T00:00:00Z"}
 

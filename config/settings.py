@@ -52,9 +52,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "mailservice.middleware.RequestIdMiddleware",
-    "mailservice.middleware.ApiErrorMiddleware",
-    "mailservice.middleware.RateLimitMiddleware",
+    "mailservice.api.middleware.RequestIdMiddleware",
+    "mailservice.api.middleware.ApiErrorMiddleware",
+    "mailservice.api.middleware.RateLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -127,15 +127,15 @@ X_FRAME_OPTIONS = "DENY"
 DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["mailservice.authentication.BearerKeyAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["mailservice.api.authentication.BearerKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "mailservice.negotiation.JsonOnlyNegotiation",
-    "DEFAULT_SCHEMA_CLASS": "mailservice.openapi.ApiSchema",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "mailservice.api.negotiation.JsonOnlyNegotiation",
+    "DEFAULT_SCHEMA_CLASS": "mailservice.api.openapi.ApiSchema",
     # OPTIONS is not an operation of the API: it answers 405 like any other undocumented method.
     "DEFAULT_METADATA_CLASS": None,
-    "EXCEPTION_HANDLER": "mailservice.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "mailservice.api.exceptions.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 
@@ -150,7 +150,7 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI would otherwise send the document's URL to validator.swagger.io: /docs/ stays offline.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["mailservice.openapi.close_object_schemas"],
+    "POSTPROCESSING_HOOKS": ["mailservice.api.openapi.close_object_schemas"],
     "APPEND_COMPONENTS": {
         "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer", "description": "A domain API key"}}
     },

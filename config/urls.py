@@ -2,10 +2,10 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularSwaggerView
 
-from mailservice import errors
+from mailservice.api import exceptions as errors
 
 urlpatterns = [
-    path("v1/", include("mailservice.urls")),
+    path("v1/", include("mailservice.api.urls")),
     path("docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),
     # Anything else is an ApiError 404, whatever DEBUG says.

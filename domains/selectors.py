@@ -3,13 +3,13 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from domains.models import DailyUsage, Domain, SendingControl
-from mailservice.errors import ValidationFailed
+from mailservice.errors import ErrorCode, ValidationFailed
 
 
 def domain_get_by_name(*, name: str) -> Domain:
     domain = Domain.objects.filter(name=name.strip().rstrip(".").lower()).first()
     if domain is None:
-        raise ValidationFailed(f"No domain named {name}", code="DomainNotFound")
+        raise ValidationFailed(f"No domain named {name}", code=ErrorCode.DOMAIN_NOT_FOUND)
     return domain
 
 

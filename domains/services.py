@@ -8,7 +8,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from domains.models import DailyUsage, Domain, SendingControl
-from mailservice.errors import TooManyRequests, ValidationFailed
+from mailservice.errors import ErrorCode, TooManyRequests, ValidationFailed
 
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -100,7 +100,7 @@ def allowance_exhausted(*, domain: Domain, now: datetime) -> TooManyRequests:
     return TooManyRequests(
         f"The daily sending allowance of {domain.daily_allowance} messages for {domain.name} is used up",
         retry_after=_seconds_until_next_utc_day(now),
-        code="AllowanceExhausted",
+        code=ErrorCode.ALLOWANCE_EXHAUSTED,
     )
 
 

@@ -6,7 +6,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from domains.models import Domain
-from mailservice.errors import NotFound, ValidationFailed
+from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from messaging.models import Direction, Message, Status
 
 _CURSOR_SALT = "messaging.message_list.cursor"
@@ -27,7 +27,7 @@ def _encode_cursor(*, domain: Domain, direction: str | None, last: Message) -> s
 
 
 def _decode_cursor(*, cursor: str, domain: Domain, direction: str | None) -> tuple[datetime, str]:
-    invalid = ValidationFailed("after: invalid cursor", code="InvalidCursor")
+    invalid = ValidationFailed("after: invalid cursor", code=ErrorCode.INVALID_CURSOR)
     try:
         position = signing.loads(cursor, salt=_CURSOR_SALT)
         owner, made_for, created_at, public_id = position["d"], position["f"], position["t"], position["i"]
@@ -39,7 +39,7 @@ def _decode_cursor(*, cursor: str, domain: Domain, direction: str | None) -> tup
     if made_for != (direction or ""):
         raise ValidationFailed(
             f"after: this cursor was made for direction={made_for or 'any'}; repeat that filter to continue",
-            code="InvalidCursor",
+            code=ErrorCode.INVALID_CURSOR,
         )
     return created, public_id
 

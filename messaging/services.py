@@ -7,7 +7,7 @@ from django.utils import timezone
 from domains.models import DailyUsage, Domain, SendingControl
 from domains.selectors import global_sending_paused
 from domains.services import allowance_consume, allowance_day_open, allowance_exhausted
-from mailservice.errors import PermissionDenied, SendingPaused, ValidationFailed
+from mailservice.errors import ErrorCode, PermissionDenied, SendingPaused, ValidationFailed
 from mailservice.mailbox import address_of
 from messaging.inserts import insert_fields, insert_values
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
@@ -65,10 +65,10 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
 
     if not _is_on_domain(address_of(request.from_address), domain):
         raise PermissionDenied(
-            f"from: the sender must be on this key's domain ({domain.name})", code="SenderNotAllowed"
+            f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
         )
     if not domain.verified:
-        raise ValidationFailed(f"The domain {domain.name} is not verified", code="DomainNotVerified")
+        raise ValidationFailed(f"The domain {domain.name} is not verified", code=ErrorCode.DOMAIN_NOT_VERIFIED)
     # The domain was read with the key, in this request; the global switch is read below.
     if domain.sending_paused:
         raise SendingPaused(PAUSED_MESSAGE)

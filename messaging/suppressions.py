@@ -7,7 +7,7 @@ remove entries with `manage.py suppressions` or the console. Dispatch skips supp
 from django.db.models import QuerySet
 
 from domains.models import Domain
-from mailservice.errors import NotFound, ValidationFailed
+from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.mailbox import address_of, is_mailbox
 from messaging.models import Message, Suppression, SuppressionReason
 
@@ -16,7 +16,7 @@ def normalize_address(value: str) -> str:
     """The lower-case bare address of a Mailbox (`a@example.org` or `Name <a@example.org>`)."""
     candidate = value.strip()
     if not is_mailbox(candidate):
-        raise ValidationFailed(f"{value!r} is not an email address", code="InvalidAddress")
+        raise ValidationFailed(f"{value!r} is not an email address", code=ErrorCode.INVALID_ADDRESS)
     return address_of(candidate).lower()
 
 
@@ -41,7 +41,7 @@ def suppression_remove(*, domain: Domain, address: str) -> str:
     normalized = normalize_address(address)
     deleted, _ = Suppression.objects.filter(domain=domain, address=normalized).delete()
     if not deleted:
-        raise NotFound(f"{normalized} is not suppressed for {domain.name}", code="SuppressionNotFound")
+        raise NotFound(f"{normalized} is not suppressed for {domain.name}", code=ErrorCode.SUPPRESSION_NOT_FOUND)
     return normalized
 
 

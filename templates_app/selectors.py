@@ -1,7 +1,7 @@
 from django.db.models import Q
 
 from domains.models import Domain
-from mailservice.errors import ValidationFailed
+from mailservice.errors import ErrorCode, ValidationFailed
 from templates_app.models import Template, TemplateVersion
 from templates_app.services import PLACEHOLDER
 
@@ -13,18 +13,23 @@ def template_version_for_send(*, domain: Domain, reference: str, version: int | 
     """
     template = Template.objects.filter(Q(public_id=reference) | Q(slug=reference), domain=domain).first()
     if template is None:
-        raise ValidationFailed(f"template.id: no template {reference!r} on this domain", code="TemplateNotFound")
+        raise ValidationFailed(
+            f"template.id: no template {reference!r} on this domain", code=ErrorCode.TEMPLATE_NOT_FOUND
+        )
     published = TemplateVersion.objects.filter(template=template, published=True)
     if version is not None:
         found = published.filter(number=version).first()
         if found is None:
             raise ValidationFailed(
-                f"template.version: template {reference!r} has no published version {version}", code="TemplateNotFound"
+                f"template.version: template {reference!r} has no published version {version}",
+                code=ErrorCode.TEMPLATE_NOT_FOUND,
             )
         return found
     newest = published.order_by("-number").first()
     if newest is None:
-        raise ValidationFailed(f"template.id: template {reference!r} has no published version", code="TemplateNotFound")
+        raise ValidationFailed(
+            f"template.id: template {reference!r} has no published version", code=ErrorCode.TEMPLATE_NOT_FOUND
+        )
     return newest
 
 

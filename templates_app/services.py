@@ -8,7 +8,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from domains.models import Domain
-from mailservice.errors import ValidationFailed
+from mailservice.errors import ErrorCode, ValidationFailed
 from templates_app.models import Template, TemplateVersion
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z][A-Za-z0-9_]{0,49})\s*\}\}")
@@ -87,7 +87,8 @@ def render_string(source: str, variables: Variables, *, escape_html: bool) -> st
         name = match.group(1)
         if name not in variables:
             raise ValidationFailed(
-                f"template.variables: no value for placeholder {{{{ {name} }}}}", code="MissingTemplateVariable"
+                f"template.variables: no value for placeholder {{{{ {name} }}}}",
+                code=ErrorCode.MISSING_TEMPLATE_VARIABLE,
             )
         value = _format_value(variables[name])
         return html_lib.escape(value) if escape_html else value

@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.urls import urlpatterns as project_urlpatterns
-from mailservice.permissions import CanRead
+from mailservice.api.permissions import CanRead
 from tests.api.wire import assert_api_error
 from tests.conftest import client_for
 
@@ -47,7 +47,7 @@ urlpatterns = [
     ("kind", "status", "code"), [("bug", 500, "InternalError"), ("integrity", 500, "InternalError")]
 )
 def test_an_unexpected_exception_is_a_logged_500_without_internals(full_key, caplog, kind, status, code):
-    with caplog.at_level(logging.ERROR, logger="mailservice.middleware"):
+    with caplog.at_level(logging.ERROR, logger="mailservice.api.middleware"):
         response = client_for(full_key).get(f"/v1/failing/{kind}")
     error = assert_api_error(response, status, code)
     assert "secret internals" not in response.content.decode()

@@ -13,8 +13,8 @@ from mailservice_client._validate import check_send
 from mailservice_client.compat import boto3, postmark, resend, sendgrid
 from rest_framework.exceptions import ValidationError as DrfValidationError
 
+from mailservice.api.serializers import parse_send_request
 from mailservice.errors import ApiError
-from mailservice.serializers import parse_send_request
 from tests.clients.vectors import case_id, expand, vector_cases
 
 TRANSLATE = {

@@ -19,7 +19,7 @@ from django.core.cache import cache
 from django.test import RequestFactory
 from django_ratelimit.core import get_usage
 
-from mailservice.middleware import _client_ip_key
+from mailservice.api.middleware import _client_ip_key
 from messaging.models import Message, Status
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.live import FAST_DISPATCH, CeleryWorker, SmtpSink, celery_worker, smtp_sink, wait_until, web_server

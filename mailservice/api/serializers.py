@@ -6,8 +6,7 @@ from django.core.validators import RegexValidator
 from django.http import QueryDict
 from rest_framework import serializers
 
-from mailservice.errors import ValidationFailed
-from mailservice.fields import (
+from mailservice.api.fields import (
     AddressOrListField,
     MailboxField,
     ReplyToField,
@@ -15,6 +14,7 @@ from mailservice.fields import (
     StrictIntegerField,
     TemplateVariablesField,
 )
+from mailservice.errors import ValidationFailed
 from messaging.models import Direction, Status
 from messaging.services import SendRequest, TemplateReference
 from templates_app.models import SLUG_PATTERN as TEMPLATE_ID_PATTERN

@@ -4,7 +4,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from apikeys.models import ApiKey, Permission
-from mailservice.errors import PermissionDenied
+from mailservice.errors import ErrorCode, PermissionDenied
 
 
 class HasApiKey(BasePermission):
@@ -14,7 +14,9 @@ class HasApiKey(BasePermission):
         if not isinstance(request.auth, ApiKey):
             raise NotAuthenticated("An API key is required: send 'Authorization: Bearer <API key>'")
         if self.required and not request.auth.has_permission(self.required):
-            raise PermissionDenied(f"This API key lacks the {self.required} permission", code="MissingPermission")
+            raise PermissionDenied(
+                f"This API key lacks the {self.required} permission", code=ErrorCode.MISSING_PERMISSION
+            )
         return True
 
 

@@ -7,27 +7,17 @@ from collections.abc import Callable
 from django.conf import settings
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.db import DatabaseError, InterfaceError, OperationalError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django_ratelimit.core import get_usage
 
-from mailservice.clientip import client_ip
+from mailservice.api.clientip import client_ip
+from mailservice.api.exceptions import error_body, error_response
 from mailservice.console import refuse
-from mailservice.errors import error_response
+from mailservice.errors import CODE_OF_STATUS, ErrorCode
 
 logger = logging.getLogger(__name__)
 
 GetResponse = Callable[[HttpRequest], HttpResponse]
-
-_CODES_BY_STATUS = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "NotFound",
-    405: "MethodNotAllowed",
-    413: "RequestTooLarge",
-    429: "RateLimited",
-    503: "ServiceUnavailable",
-}
 
 
 def _is_console(request: HttpRequest) -> bool:
@@ -63,8 +53,9 @@ class ApiErrorMiddleware:
         is_json = response.get("Content-Type", "").startswith("application/json")
         if response.status_code >= 400 and not is_json and not _is_console(request):
             status = response.status_code
-            code = _CODES_BY_STATUS.get(status, "InternalError" if status >= 500 else "BadRequest")
-            return error_response(request, status, code, response.reason_phrase)
+            fallback = ErrorCode.INTERNAL_ERROR if status >= 500 else ErrorCode.BAD_REQUEST
+            body = error_body(CODE_OF_STATUS.get(status, fallback), response.reason_phrase, request)
+            return JsonResponse(body, status=status)
         return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
@@ -76,8 +67,7 @@ class ApiErrorMiddleware:
             logger.warning("database unavailable (request %s): %s", request.request_id, type(exception).__name__)  # type: ignore[attr-defined]
             return error_response(
                 request,
-                503,
-                "ServiceUnavailable",
+                ErrorCode.SERVICE_UNAVAILABLE,
                 "The service is temporarily unavailable",
                 headers={"Retry-After": "5"},
             )
@@ -85,7 +75,7 @@ class ApiErrorMiddleware:
             logger.error("database error (request %s)", request.request_id, exc_info=exception)  # type: ignore[attr-defined]
         else:
             logger.error("unhandled error (request %s)", request.request_id, exc_info=exception)  # type: ignore[attr-defined]
-        return error_response(request, 500, "InternalError", "An unexpected error occurred; quote the request id")
+        return error_response(request, ErrorCode.INTERNAL_ERROR, "An unexpected error occurred; quote the request id")
 
 
 def _client_ip_key(_group: str, request: HttpRequest) -> str:
@@ -114,8 +104,7 @@ class RateLimitMiddleware:
         if usage is not None and usage["should_limit"]:
             return error_response(
                 request,
-                429,
-                "RateLimited",
+                ErrorCode.RATE_LIMITED,
                 "Too many requests; wait before retrying",
                 headers={"Retry-After": str(max(1, int(usage["time_left"])))},
             )
@@ -124,8 +113,7 @@ class RateLimitMiddleware:
             if declared.isdigit() and int(declared) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
                 return error_response(
                     request,
-                    413,
-                    "RequestTooLarge",
+                    ErrorCode.REQUEST_TOO_LARGE,
                     f"Request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
                 )
         return self.get_response(request)

@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularJSONAPIView
 
-from mailservice import views
+from mailservice.api import views
 
 urlpatterns = [
     path("send", views.SendView.as_view(), name="send"),

@@ -3,9 +3,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from mailservice.errors import ValidationFailed
-from mailservice.permissions import CanRead, CanSend
-from mailservice.serializers import (
+from mailservice.api.permissions import CanRead, CanSend
+from mailservice.api.serializers import (
     ApiErrorSerializer,
     InlineSendRequestSerializer,
     MessageListSerializer,
@@ -15,6 +14,7 @@ from mailservice.serializers import (
     parse_list_query,
     parse_send_request,
 )
+from mailservice.errors import ValidationFailed
 from messaging.models import Direction
 from messaging.selectors import message_get, message_list
 from messaging.services import message_send
