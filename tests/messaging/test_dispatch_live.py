@@ -16,7 +16,7 @@ import pytest
 from domains.models import Domain
 from messaging.models import EventType, Message, MessageEvent, SuppressionReason
 from messaging.suppressions import suppression_add
-from tests.factories import ApiKeyFactory, DomainFactory
+from tests.factories import ApiKeyFactory, DomainFactory, dkim_dnsfunc
 from tests.live import (
     FAST_DISPATCH,
     CeleryWorker,
@@ -65,11 +65,7 @@ def running(*, email_url: str, start_worker: bool = True, **env: str) -> Iterato
 
 
 def verifies(data: bytes, domain: Domain) -> bool:
-    def dns(name: bytes, timeout: int = 5) -> bytes:
-        assert name == f"{domain.dkim_selector}._domainkey.{domain.name}.".encode()
-        return f"v=DKIM1; k=rsa; p={domain.dkim_public_key}".encode()
-
-    return dkim.verify(data, dnsfunc=dns)
+    return dkim.verify(data, dnsfunc=dkim_dnsfunc(domain))
 
 
 def test_a_sent_message_reaches_the_relay_signed_with_bcc_only_in_the_envelope():
