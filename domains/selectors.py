@@ -1,3 +1,5 @@
+from typing import NamedTuple
+
 from django.db.models import IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -39,9 +41,16 @@ def dkim_keys_published(*, domain: Domain) -> list[DkimKey]:
     return list(DkimKey.objects.filter(domain=domain).defer("private_key").order_by("created_at"))
 
 
-def dkim_signing_keys(*, domain_ids: set[int]) -> dict[int, tuple[int, str]]:
-    """{domain id: (key id, selector)} of each domain's active key: the only keys anything is signed with."""
+class SigningKey(NamedTuple):
+    id: int
+    selector: str
+    encrypted_private_key: str  # decrypted by the signer (messaging/dkim.py) only
+
+
+def dkim_signing_keys(*, domain_ids: set[int]) -> dict[int, SigningKey]:
+    """{domain id: its active key}, the only keys anything is signed with; one query for a batch."""
     rows = DkimKey.objects.filter(domain_id__in=domain_ids, state=DkimKeyState.ACTIVE)
     return {
-        domain_id: (key_id, selector) for domain_id, key_id, selector in rows.values_list("domain_id", "pk", "selector")
+        domain_id: SigningKey(pk, selector, private_key)
+        for domain_id, pk, selector, private_key in rows.values_list("domain_id", "pk", "selector", "private_key")
     }

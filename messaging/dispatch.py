@@ -29,7 +29,7 @@ from django.db.models import Exists, F, Q
 from django.utils import timezone
 
 from domains.models import SendingControl
-from domains.selectors import dkim_signing_keys, global_sending_paused
+from domains.selectors import SigningKey, dkim_signing_keys, global_sending_paused
 from mailservice.mailbox import address_of
 from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
@@ -231,7 +231,7 @@ def _send_one(
     open_connection: Callable[[], Connection],
     *,
     suppressed_in_batch: set[tuple[int, str]],
-    signing_keys: dict[int, tuple[int, str]],
+    signing_keys: dict[int, SigningKey],
 ) -> Outcome:
     """Deliver one claimed message whose lease the worker holds."""
     try:
@@ -251,14 +251,14 @@ def _send_one(
         return Outcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
     message.message_id_header = rendered.message_id
     # Only a domain's active key signs: a rotated-in key becomes active once its record is found.
-    key_id, selector = signing_keys.get(message.domain_id, (None, ""))
+    key = signing_keys.get(message.domain_id)
     try:
-        if key_id is None:
+        if key is None:
             raise SigningKeyUnavailable("the domain has no active DKIM key")
-        private_key = stored_private_key(key_id)
+        private_key = stored_private_key(key)
     except SigningKeyUnavailable as exc:
         return _temporary(message, f"not signed, not sent: {exc}")
-    signed = dkim_sign(data=rendered.data, domain=message.domain.name, selector=selector, private_key=private_key)
+    signed = dkim_sign(data=rendered.data, domain=message.domain.name, selector=key.selector, private_key=private_key)
     result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
     outcome = _classify(message, result)
     return Outcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)

@@ -17,7 +17,7 @@ from functools import lru_cache
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from domains.models import DkimKey
+from domains.selectors import SigningKey
 from mailservice.encryption import UndecryptableSecret, decrypt_secret
 
 # The usual header set (RFC 6376 section 5.4.1), signed when present. From is signed one extra
@@ -53,15 +53,16 @@ def load_private_key(pem: str) -> rsa.RSAPrivateKey:
 
 
 @lru_cache(maxsize=256)
-def stored_private_key(key_id: int) -> rsa.RSAPrivateKey:
-    """The DkimKey's private key, decrypted and parsed once per process (failures are not cached)."""
-    token = DkimKey.objects.filter(pk=key_id).values_list("private_key", flat=True).first()
-    if token is None:
-        raise SigningKeyUnavailable(f"DKIM key {key_id} no longer exists")
+def _stored_private_key(key_id: int, encrypted: str) -> rsa.RSAPrivateKey:
     try:
-        return load_private_key(decrypt_secret(token))
+        return load_private_key(decrypt_secret(encrypted))
     except UndecryptableSecret as exc:
         raise SigningKeyUnavailable(f"the domain's DKIM key cannot be decrypted: {exc}") from None
+
+
+def stored_private_key(key: SigningKey) -> rsa.RSAPrivateKey:
+    """The key's private key, decrypted and parsed once per process and key (failures are not cached)."""
+    return _stored_private_key(key.id, key.encrypted_private_key)
 
 
 def _split_headers(data: bytes) -> tuple[list[tuple[bytes, bytes]], bytes]:

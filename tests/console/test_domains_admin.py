@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from domains.models import DailyUsage, DkimKeyState, Domain, SendingControl
 from domains.services import sending_pause
-from messaging.models import Status
 from mailservice.encryption import decrypt_secret
+from messaging.models import Status
 from tests.factories import DomainFactory, MessageFactory, _shared_dkim_key_pair
 
 pytestmark = pytest.mark.django_db
