@@ -16,7 +16,7 @@ from django.utils.safestring import mark_safe
 
 from domains.dns import Purpose, dns_records, domain_check_dns, unconfigured_settings
 from domains.models import DkimKey, DkimKeyState, Domain, SendingControl
-from domains.selectors import dkim_signing_keys, sending_control_state, with_sends_today
+from domains.selectors import dkim_signing_selector, sending_control_state, with_sends_today
 from domains.services import (
     dkim_activate,
     domain_create,
@@ -149,8 +149,8 @@ class DomainAdmin(admin.ModelAdmin):
 
     @admin.display(description="DKIM signing with")
     def dkim_signing(self, domain: Domain) -> str:
-        signing = dkim_signing_keys(domain_ids={domain.pk}).get(domain.pk)
-        return f"selector {signing[1]}" if signing else "no active key"
+        selector = dkim_signing_selector(domain=domain)
+        return f"selector {selector}" if selector else "no active key"
 
     # --- add and change ---------------------------------------------------------------------
     def get_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:

@@ -41,6 +41,10 @@ def dkim_keys_published(*, domain: Domain) -> list[DkimKey]:
     return list(DkimKey.objects.filter(domain=domain).defer("private_key").order_by("created_at"))
 
 
+def dkim_signing_selector(*, domain: Domain) -> str | None:
+    return domain.dkim_keys.filter(state=DkimKeyState.ACTIVE).values_list("selector", flat=True).first()
+
+
 class SigningKey(NamedTuple):
     id: int
     selector: str

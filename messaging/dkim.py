@@ -42,7 +42,7 @@ _TRAILING_WSP = re.compile(rb"[ \t]+\r\n")
 
 
 class SigningKeyUnavailable(Exception):
-    """The domain's signing key cannot be used (gone, or not decryptable with the configured keys)."""
+    """The domain has no active key, or its key cannot be decrypted with the configured keys."""
 
 
 def load_private_key(pem: str) -> rsa.RSAPrivateKey:
