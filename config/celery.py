@@ -1,7 +1,7 @@
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -21,3 +21,18 @@ def _close_old_connections(sender, **_) -> None:
 
     if not sender.request.is_eager:
         close_old_connections()
+
+
+@worker_init.connect
+def _refuse_to_start_without_encryption_keys(**_) -> None:
+    """A worker signs every message with a DKIM key stored encrypted: without the keys it could only
+    fail them one by one, so it stops at start-up with the setting's error instead. (Celery logs and
+    ignores an Exception from a signal handler; SystemExit does stop it.)"""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mailservice.encryption import require_encryption_keys
+
+    try:
+        require_encryption_keys()
+    except ImproperlyConfigured as exc:
+        raise SystemExit(f"ImproperlyConfigured: {exc}") from None

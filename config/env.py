@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 T = TypeVar("T")
@@ -50,6 +51,24 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_fernet_keys(name: str) -> list[str]:
+    """Comma-separated Fernet keys (32 url-safe base64 bytes each); a malformed one stops start-up.
+
+    The message names the key by position only: the value is a secret and must not reach a log.
+    """
+    keys = env_list(name, [])
+    for position, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: key {position} of {len(keys)} is not a Fernet key (32 url-safe base64-encoded bytes);"
+                " make one with: python -c"
+                ' "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+            ) from None
+    return keys
 
 
 def database_from_url(url: str, base_dir: Path) -> dict:

@@ -6,11 +6,13 @@ provide SECRET_KEY (there is no default secret).
 """
 
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
+from config.env import database_from_url, env_bool, env_fernet_keys, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("MAILSERVICE_VAR_DIR", str(BASE_DIR / "var")))
@@ -18,19 +20,30 @@ VAR_DIR = Path(env_str("MAILSERVICE_VAR_DIR", str(BASE_DIR / "var")))
 DEBUG = env_bool("DEBUG", False)
 
 
-def _development_secret_key() -> str:
-    """A random per-checkout key kept in var/, so development needs no SECRET_KEY."""
-    path = VAR_DIR / "secret_key"
+def _development_secret(filename: str, generate: Callable[[], str]) -> str:
+    """A random per-checkout secret kept in var/, so development needs no configuration."""
+    path = VAR_DIR / filename
     if not path.exists():
         VAR_DIR.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_urlsafe(50))
+        path.write_text(generate())
         path.chmod(0o600)
     return path.read_text().strip()
 
 
-SECRET_KEY = env_str("SECRET_KEY") or (_development_secret_key() if DEBUG else None)
+SECRET_KEY = env_str("SECRET_KEY") or (
+    _development_secret("secret_key", lambda: secrets.token_urlsafe(50)) if DEBUG else None
+)
 if not SECRET_KEY:
     raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is false")
+
+# Secrets at rest (DKIM private keys) are encrypted with the first key and decrypted with any of
+# them (MultiFernet), so a new key is added first, `manage.py reencrypt_secrets` run, the old one
+# dropped. Production without keys fails `check --deploy` and the worker refuses to start.
+# Development keeps a generated key in var/encryption_key: losing that file loses the stored DKIM
+# keys (rotate them then).
+MAILSERVICE_ENCRYPTION_KEYS = env_fernet_keys("MAILSERVICE_ENCRYPTION_KEYS") or (
+    [_development_secret("encryption_key", lambda: Fernet.generate_key().decode())] if DEBUG else []
+)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 
@@ -191,6 +204,9 @@ MAILSERVICE_DNS_RESOLVER = env_str("MAILSERVICE_DNS_RESOLVER")
 MAILSERVICE_DNS_TIMEOUT = env_float("MAILSERVICE_DNS_TIMEOUT", 5.0)
 # Bounce and complaint rates in the console cover sent messages of this many recent days.
 MAILSERVICE_RATE_WINDOW_DAYS = env_int("MAILSERVICE_RATE_WINDOW_DAYS", 30)
+# After a DKIM key rotation the old key's record must stay published this long (mail signed with it
+# may still sit in queues or be re-verified), then the old key is deleted.
+MAILSERVICE_DKIM_RETIRE_DAYS = env_int("MAILSERVICE_DKIM_RETIRE_DAYS", 7)
 
 # --- Celery -----------------------------------------------------------------------------
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
@@ -235,6 +251,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": MAILSERVICE_DISPATCH_SWEEP_INTERVAL,
         "options": {"expires": MAILSERVICE_DISPATCH_SWEEP_INTERVAL},
     },
+    # Deletes DKIM keys whose retirement grace period is over (manage.py retire_dkim_keys by hand).
+    "dkim-retire": {"task": "domains.dkim_retire", "schedule": 3600.0, "options": {"expires": 3600.0}},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

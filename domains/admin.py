@@ -14,10 +14,11 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from domains.dns import dns_records, domain_check_dns, unconfigured_settings
-from domains.models import Domain, SendingControl
-from domains.selectors import sending_control_state, with_sends_today
+from domains.dns import Purpose, dns_records, domain_check_dns, unconfigured_settings
+from domains.models import DkimKey, DkimKeyState, Domain, SendingControl
+from domains.selectors import dkim_signing_selector, sending_control_state, with_sends_today
 from domains.services import (
+    dkim_activate,
     domain_create,
     domain_mark_verified,
     domain_set_allowance,
@@ -85,13 +86,13 @@ class DomainAdmin(admin.ModelAdmin):
         "verification",
         "sending",
         "usage",
-        "dkim_selector",
+        "dkim_signing",
         "created_at",
     ]
 
     # --- list -------------------------------------------------------------------------------
     def get_queryset(self, request: HttpRequest) -> QuerySet[Domain]:
-        return with_sends_today(super().get_queryset(request)).defer("dkim_private_key")
+        return with_sends_today(super().get_queryset(request))
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return DomainChangeList
@@ -146,6 +147,11 @@ class DomainAdmin(admin.ModelAdmin):
     def complaint_rate(self, domain: Domain) -> str:
         return _percent(domain.delivery_rates.complaint_rate)
 
+    @admin.display(description="DKIM signing with")
+    def dkim_signing(self, domain: Domain) -> str:
+        selector = dkim_signing_selector(domain=domain)
+        return f"selector {selector}" if selector else "no active key"
+
     # --- add and change ---------------------------------------------------------------------
     def get_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
         return ["name"] if obj is None else [*self.change_readonly[:5], "daily_allowance", *self.change_readonly[5:]]
@@ -168,8 +174,10 @@ class DomainAdmin(admin.ModelAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
         domain = self.get_object(request, object_id)
+        records = dns_records(domain=domain) if domain else []
         context = {
-            "dns_records": dns_records(domain=domain) if domain else [],
+            "dns_records": records,
+            "dkim_pending": any(record.purpose is Purpose.DKIM_PENDING for record in records),
             "unconfigured_settings": unconfigured_settings(),
             **(extra_context or {}),
         }
@@ -192,6 +200,7 @@ class DomainAdmin(admin.ModelAdmin):
             ),
             path("<int:object_id>/check-dns/", view(self.check_dns_view), name="domains_domain_check_dns"),
             path("<int:object_id>/mark-verified/", view(self.mark_verified_view), name="domains_domain_mark_verified"),
+            path("<int:object_id>/dkim-force/", view(self.dkim_force_view), name="domains_domain_dkim_force"),
             *super().get_urls(),
         ]
 
@@ -237,6 +246,8 @@ class DomainAdmin(admin.ModelAdmin):
         for domain, result in results:
             if result.verified_now:
                 self.log_change(request, domain, "Verified by DNS check")
+            if result.dkim_switched_to:
+                self.log_change(request, domain, f"DKIM signing switched to {result.dkim_switched_to} (record found)")
         context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "DNS check", "results": results}
         return TemplateResponse(request, "admin/domains/domain/dns_check.html", context)
 
@@ -250,6 +261,21 @@ class DomainAdmin(admin.ModelAdmin):
             return refuse(request, "Marking a domain verified needs a POST from an operator who may change domains.")
         domain = get_object_or_404(Domain, pk=object_id)
         self._mark_verified(request, domain)
+        return HttpResponseRedirect(reverse("admin:domains_domain_change", args=[domain.pk]))
+
+    def dkim_force_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """Sign with the pending DKIM key before its record was found: the operator's override, recorded."""
+        if request.method != "POST" or not self.has_change_permission(request):
+            return refuse(request, "Forcing a DKIM key needs a POST from an operator who may change domains.")
+        domain = get_object_or_404(Domain, pk=object_id)
+        pending = get_object_or_404(DkimKey, domain=domain, state=DkimKeyState.PENDING)
+        key = dkim_activate(key=pending, found_in_dns=False, actor=request.user.get_username())
+        self.log_change(request, domain, f"DKIM signing switched to {key.selector} (forced, record not checked)")
+        self.message_user(
+            request,
+            f"{domain.name} now signs with selector {key.selector} (forced by {key.forced_by}).",
+            messages.WARNING,
+        )
         return HttpResponseRedirect(reverse("admin:domains_domain_change", args=[domain.pk]))
 
     def _mark_verified(self, request: HttpRequest, domain: Domain) -> None:

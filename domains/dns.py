@@ -2,7 +2,8 @@
 
 Records are computed from the domain and settings; the check asks one resolver (settings
 `MAILSERVICE_DNS_RESOLVER`, `MAILSERVICE_DNS_TIMEOUT`) and compares what it finds with
-what is expected. A matching verification record verifies the domain.
+what is expected. A matching verification record verifies the domain; a matching record of a
+pending DKIM key (after `rotate_dkim`) makes that key the one that signs.
 """
 
 import enum
@@ -14,8 +15,9 @@ import dns.rdatatype
 import dns.resolver
 from django.conf import settings
 
-from domains.models import Domain
-from domains.services import domain_mark_verified
+from domains.models import DkimKey, DkimKeyState, Domain
+from domains.selectors import dkim_keys_published
+from domains.services import dkim_activate, domain_mark_verified
 from mailservice.errors import ValidationFailed
 
 VERIFICATION_PREFIX = "mailservice-verification="
@@ -26,6 +28,8 @@ class Purpose(enum.StrEnum):
     VERIFICATION = "Verification"
     SPF = "SPF"
     DKIM = "DKIM"
+    DKIM_PENDING = "DKIM, new key (pending)"
+    DKIM_RETIRING = "DKIM, old key (retiring)"
     RETURN_PATH = "Return path (bounces)"
 
 
@@ -35,6 +39,7 @@ class DnsRecord:
     name: str
     type: str  # "TXT" or "MX"
     value: str  # TXT: the text; MX: "<priority> <host>."
+    note: str = ""  # what the operator should do with it, when it is not simply "publish"
 
 
 class Outcome(enum.StrEnum):
@@ -55,6 +60,7 @@ class RecordCheck:
 class DnsCheck:
     checks: list[RecordCheck]
     verified_now: bool  # this check is what verified the domain
+    dkim_switched_to: str = ""  # the selector this check made the signing one (its record was found)
 
 
 MX_PRIORITY = 10
@@ -65,8 +71,37 @@ def return_path_domain(*, domain: Domain) -> str:
     return settings.MAILSERVICE_RETURN_PATH_DOMAIN or domain.name
 
 
+_DKIM_PURPOSES = {
+    DkimKeyState.ACTIVE: Purpose.DKIM,
+    DkimKeyState.PENDING: Purpose.DKIM_PENDING,
+    DkimKeyState.RETIRING: Purpose.DKIM_RETIRING,
+}
+
+
+def dkim_record(*, domain: Domain, key: DkimKey) -> DnsRecord:
+    if key.state == DkimKeyState.PENDING:
+        note = "publish this, then Check DNS: signing switches to this key once its record is found"
+    elif key.state == DkimKeyState.RETIRING:
+        note = f"retiring: keep published until {key.retire_after:%Y-%m-%d %H:%M} UTC"
+    else:
+        note = ""
+    return DnsRecord(
+        _DKIM_PURPOSES[DkimKeyState(key.state)],
+        f"{key.selector}._domainkey.{domain.name}",
+        "TXT",
+        f"v=DKIM1; k=rsa; p={key.public_key}",
+        note,
+    )
+
+
 def dns_records(*, domain: Domain) -> list[DnsRecord]:
     """What to publish, in the order an operator works through it. Unconfigured records are left out."""
+    return _records(domain=domain, keys=dkim_keys_published(domain=domain))
+
+
+def _records(*, domain: Domain, keys: list[DkimKey]) -> list[DnsRecord]:
+    # DKIM: the signing key, then the pending one beside it, then those retiring.
+    by_state = sorted(keys, key=lambda key: list(_DKIM_PURPOSES).index(DkimKeyState(key.state)))
     records = [
         DnsRecord(
             Purpose.VERIFICATION, f"_mailservice.{domain.name}", "TXT", VERIFICATION_PREFIX + domain.verification_token
@@ -76,15 +111,7 @@ def dns_records(*, domain: Domain) -> list[DnsRecord]:
         records.append(
             DnsRecord(Purpose.SPF, domain.name, "TXT", f"v=spf1 include:{settings.MAILSERVICE_SPF_INCLUDE} ~all")
         )
-    if domain.dkim_public_key:
-        records.append(
-            DnsRecord(
-                Purpose.DKIM,
-                f"{domain.dkim_selector}._domainkey.{domain.name}",
-                "TXT",
-                f"v=DKIM1; k=rsa; p={domain.dkim_public_key}",
-            )
-        )
+    records += [dkim_record(domain=domain, key=key) for key in by_state]
     if settings.MAILSERVICE_INBOUND_HOST:
         host = settings.MAILSERVICE_INBOUND_HOST.rstrip(".")
         records.append(
@@ -135,7 +162,7 @@ def _tags(txt: str) -> dict[str, str]:
 def _matches(record: DnsRecord, value: str) -> bool:
     if record.purpose is Purpose.SPF:
         return f"include:{settings.MAILSERVICE_SPF_INCLUDE}".lower() in value.lower().split()
-    if record.purpose is Purpose.DKIM:
+    if record.purpose in _DKIM_PURPOSES.values():
         return _tags(value).get("p") == _tags(record.value)["p"]
     if record.purpose is Purpose.RETURN_PATH:
         return dns.name.from_text(value.split()[-1]) == dns.name.from_text(record.value.split()[-1])
@@ -144,9 +171,7 @@ def _matches(record: DnsRecord, value: str) -> bool:
 
 def _relevant(record: DnsRecord, value: str) -> bool:
     """Whether a value at the record's name is an attempt at this record (other TXT records share names)."""
-    marker = {Purpose.VERIFICATION: VERIFICATION_PREFIX, Purpose.SPF: "v=spf1", Purpose.DKIM: ""}.get(
-        record.purpose, ""
-    )
+    marker = {Purpose.VERIFICATION: VERIFICATION_PREFIX, Purpose.SPF: "v=spf1"}.get(record.purpose, "")
     return value.lower().startswith(marker)
 
 
@@ -159,14 +184,21 @@ def _outcome(record: DnsRecord, seen: tuple[str, ...] | None) -> Outcome:
 
 
 def domain_check_dns(*, domain: Domain) -> DnsCheck:
-    """Look every record up; verify the domain when its verification record is published."""
+    """Look every record up; verify the domain when its verification record is published, and switch
+    signing to a pending DKIM key when its record is."""
     resolver = _resolver()
+    keys = dkim_keys_published(domain=domain)
     checks = []
-    for record in dns_records(domain=domain):
+    for record in _records(domain=domain, keys=keys):
         seen = _lookup(resolver, record)
         checks.append(RecordCheck(record=record, outcome=_outcome(record, seen), seen=seen or ()))
     verification_found = checks[0].outcome is Outcome.FOUND
     verify = verification_found and not domain.verified
     if verify:
         domain_mark_verified(domain=domain, actor=DNS_CHECK_ACTOR)
-    return DnsCheck(checks=checks, verified_now=verify)
+    switched_to = ""
+    pending = next((key for key in keys if key.state == DkimKeyState.PENDING), None)
+    found = {check.record.purpose for check in checks if check.outcome is Outcome.FOUND}
+    if pending is not None and Purpose.DKIM_PENDING in found:
+        switched_to = dkim_activate(key=pending, found_in_dns=True, actor=DNS_CHECK_ACTOR).selector
+    return DnsCheck(checks=checks, verified_now=verify, dkim_switched_to=switched_to)

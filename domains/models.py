@@ -1,6 +1,7 @@
 from django.db import models
 from django.db.models.functions import Lower
 
+from mailservice.encryption import EncryptedSecretField
 from mailservice.ids import public_id, random_token
 
 
@@ -31,10 +32,6 @@ class Domain(models.Model):
         null=True, blank=True, help_text="Messages per UTC day; empty means unlimited"
     )
 
-    dkim_selector = models.CharField(max_length=63, default="mail")
-    dkim_private_key = models.TextField(blank=True, help_text="PEM; never shown through the API or list pages")
-    dkim_public_key = models.TextField(blank=True, help_text="Base64 DER, the p= value of the DKIM record")
-
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -46,6 +43,60 @@ class Domain(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class DkimKeyState(models.TextChoices):
+    PENDING = "pending", "pending (publish its record, then Check DNS)"
+    ACTIVE = "active", "active (signing)"
+    RETIRING = "retiring", "retiring (keep its record published)"
+
+
+class DkimKey(models.Model):
+    """A domain's DKIM key under one selector: pending until its DNS record is found (or an operator
+    forces it), then active (the one that signs), then retiring for a grace period, then deleted."""
+
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="dkim_keys")
+    selector = models.CharField(max_length=63)
+    state = models.CharField(max_length=10, choices=DkimKeyState.choices)
+    private_key = EncryptedSecretField(help_text="PEM encrypted under MAILSERVICE_ENCRYPTION_KEYS; never shown")
+    public_key = models.TextField(help_text="Base64 DER, the p= value of the DKIM record")
+
+    verified_at = models.DateTimeField(null=True, blank=True, help_text="When a DNS check found its record")
+    forced_by = models.CharField(
+        max_length=150, blank=True, help_text="The operator who made it sign before its record was found"
+    )
+    forced_at = models.DateTimeField(null=True, blank=True)
+    activated_at = models.DateTimeField(null=True, blank=True)
+    retire_after = models.DateTimeField(
+        null=True, blank=True, help_text="Retiring: its record must stay published until then; the key is deleted after"
+    )
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["domain", "created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["domain", "selector"], name="dkim_key_selector_unique_per_domain"),
+            # Dispatch signs with "the" active key of a domain; a rotation waits on "the" pending one.
+            models.UniqueConstraint(
+                fields=["domain"], condition=models.Q(state="active"), name="dkim_key_one_active_per_domain"
+            ),
+            models.UniqueConstraint(
+                fields=["domain"], condition=models.Q(state="pending"), name="dkim_key_one_pending_per_domain"
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(state="retiring") | models.Q(retire_after__isnull=False),
+                name="dkim_key_retiring_has_a_date",
+            ),
+        ]
+        indexes = [
+            # dkim_keys_retire: retiring keys whose grace period is over (the beat task's scan).
+            models.Index(fields=["retire_after"], condition=models.Q(state="retiring"), name="dkim_key_retiring_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"DKIM key {self.selector} ({self.state})"
 
 
 class SendingControl(models.Model):

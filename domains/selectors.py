@@ -1,13 +1,21 @@
+from typing import NamedTuple
+
 from django.db.models import IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from domains.models import DailyUsage, Domain, SendingControl
+from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain, SendingControl
+from domains.services import normalize_domain_name
 from mailservice.errors import ErrorCode, ValidationFailed
 
 
 def domain_get_by_name(*, name: str) -> Domain:
-    domain = Domain.objects.filter(name=name.strip().rstrip(".").lower()).first()
+    """The domain, however its name is spelled (Unicode or A-labels, any case, trailing dot)."""
+    try:
+        normalized = normalize_domain_name(name)
+    except ValidationFailed:
+        normalized = None
+    domain = Domain.objects.filter(name=normalized).first() if normalized else None
     if domain is None:
         raise ValidationFailed(f"No domain named {name}", code=ErrorCode.DOMAIN_NOT_FOUND)
     return domain
@@ -26,3 +34,27 @@ def with_sends_today(queryset: QuerySet[Domain]) -> QuerySet[Domain]:
 def sending_control_state() -> SendingControl:
     """The global switch as stored; an unsaved default (sending on) before anyone has paused."""
     return SendingControl.objects.filter(pk=1).first() or SendingControl(pk=1)
+
+
+def dkim_keys_published(*, domain: Domain) -> list[DkimKey]:
+    """The keys whose records belong in DNS (active, pending, retiring), oldest first; private keys left unread."""
+    return list(DkimKey.objects.filter(domain=domain).defer("private_key").order_by("created_at"))
+
+
+def dkim_signing_selector(*, domain: Domain) -> str | None:
+    return domain.dkim_keys.filter(state=DkimKeyState.ACTIVE).values_list("selector", flat=True).first()
+
+
+class SigningKey(NamedTuple):
+    id: int
+    selector: str
+    encrypted_private_key: str  # decrypted by the signer (messaging/dkim.py) only
+
+
+def dkim_signing_keys(*, domain_ids: set[int]) -> dict[int, SigningKey]:
+    """{domain id: its active key}, the only keys anything is signed with; one query for a batch."""
+    rows = DkimKey.objects.filter(domain_id__in=domain_ids, state=DkimKeyState.ACTIVE)
+    return {
+        domain_id: SigningKey(pk, selector, private_key)
+        for domain_id, pk, selector, private_key in rows.values_list("domain_id", "pk", "selector", "private_key")
+    }

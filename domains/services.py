@@ -4,12 +4,17 @@ from datetime import date, datetime, timedelta
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from django.conf import settings
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from domains.models import DailyUsage, Domain, SendingControl
+from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain, SendingControl
+from mailservice.encryption import encrypt_secret
 from mailservice.errors import ErrorCode, TooManyRequests, ValidationFailed
 
+# The selector of the key a domain is created with (the one domains had before rotation existed).
+FIRST_DKIM_SELECTOR = "mail"
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
 
@@ -42,12 +47,77 @@ def domain_create(*, name: str, verified: bool = False, actor: str = "") -> Doma
     normalized = normalize_domain_name(name)
     if Domain.objects.filter(name=normalized).exists():
         raise ValidationFailed(f"Domain {normalized} already exists")
-    private_pem, public_b64 = dkim_key_pair()
-    domain = Domain(name=normalized, dkim_private_key=private_pem, dkim_public_key=public_b64)
+    domain = Domain(name=normalized)
     if verified:
         domain.verified, domain.verified_at, domain.verified_by = True, timezone.now(), actor or "operator"
-    domain.save()
+    with transaction.atomic():
+        domain.save()
+        # A new domain's first key signs at once: nothing has been sent under its name yet, and
+        # its record is published along with the others before the domain is verified.
+        dkim_key_create(domain=domain, selector=FIRST_DKIM_SELECTOR, state=DkimKeyState.ACTIVE)
     return domain
+
+
+def dkim_key_create(*, domain: Domain, selector: str, state: DkimKeyState) -> DkimKey:
+    private_pem, public_b64 = dkim_key_pair()
+    now = timezone.now()
+    return DkimKey.objects.create(
+        domain=domain,
+        selector=selector,
+        state=state,
+        private_key=encrypt_secret(private_pem),
+        public_key=public_b64,
+        activated_at=now if state == DkimKeyState.ACTIVE else None,
+    )
+
+
+def _next_selector(*, domain: Domain, now: datetime) -> str:
+    """`msYYYYMMDD`, with -2, -3… on a second rotation the same day: dated, so never a recent one reused."""
+    taken = set(domain.dkim_keys.values_list("selector", flat=True))
+    base = f"ms{now:%Y%m%d}"
+    return next(
+        selector for selector in [base, *(f"{base}-{n}" for n in range(2, len(taken) + 3))] if selector not in taken
+    )
+
+
+def dkim_rotate(*, domain: Domain) -> DkimKey:
+    """A new pending key under a new selector; it signs only once its DNS record is found or an operator forces it."""
+    pending = domain.dkim_keys.filter(state=DkimKeyState.PENDING).first()
+    if pending is not None:
+        raise ValidationFailed(
+            f"{domain.name} already has a pending DKIM key (selector {pending.selector}):"
+            " publish its record and check DNS, or force it"
+        )
+    return dkim_key_create(
+        domain=domain, selector=_next_selector(domain=domain, now=timezone.now()), state=DkimKeyState.PENDING
+    )
+
+
+def dkim_activate(*, key: DkimKey, found_in_dns: bool, actor: str) -> DkimKey:
+    """Make a pending key the one that signs; the active key retires (its record must stay published
+    for MAILSERVICE_DKIM_RETIRE_DAYS). `found_in_dns` False is an operator's override, recorded as such."""
+    now = timezone.now()
+    with transaction.atomic():
+        # The domain row serialises concurrent switches (a DNS check and a forced switch at once).
+        Domain.objects.select_for_update().filter(pk=key.domain_id).first()
+        pending = DkimKey.objects.filter(pk=key.pk, state=DkimKeyState.PENDING)
+        if not pending.exists():
+            raise ValidationFailed(f"The DKIM key {key.selector} is not pending any more")
+        DkimKey.objects.filter(domain_id=key.domain_id, state=DkimKeyState.ACTIVE).update(
+            state=DkimKeyState.RETIRING,
+            retire_after=now + timedelta(days=settings.MAILSERVICE_DKIM_RETIRE_DAYS),
+            updated_at=now,
+        )
+        proof = {"verified_at": now} if found_in_dns else {"forced_by": actor, "forced_at": now}
+        pending.update(state=DkimKeyState.ACTIVE, activated_at=now, updated_at=now, **proof)
+    key.refresh_from_db()
+    return key
+
+
+def dkim_retire_expired(*, now: datetime) -> int:
+    """Delete retiring keys whose grace period is over; returns how many."""
+    deleted, _ = DkimKey.objects.filter(state=DkimKeyState.RETIRING, retire_after__lte=now).delete()
+    return deleted
 
 
 def domain_mark_verified(*, domain: Domain, actor: str) -> Domain:

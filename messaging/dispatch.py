@@ -29,9 +29,9 @@ from django.db.models import Exists, F, Q
 from django.utils import timezone
 
 from domains.models import SendingControl
-from domains.selectors import global_sending_paused
+from domains.selectors import SigningKey, dkim_signing_keys, global_sending_paused
 from mailservice.mailbox import address_of
-from messaging.dkim import dkim_sign
+from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression
 from messaging.transports import Connection, SendResult, transport
@@ -227,7 +227,11 @@ def _renew_leases(messages: list[Message], lease: BatchLease) -> set[int]:
 
 
 def _send_one(
-    message: Message, open_connection: Callable[[], Connection], *, suppressed_in_batch: set[tuple[int, str]]
+    message: Message,
+    open_connection: Callable[[], Connection],
+    *,
+    suppressed_in_batch: set[tuple[int, str]],
+    signing_keys: dict[int, SigningKey],
 ) -> Outcome:
     """Deliver one claimed message whose lease the worker holds."""
     try:
@@ -246,13 +250,15 @@ def _send_one(
     except UnsendableMessage as exc:
         return Outcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
     message.message_id_header = rendered.message_id
-    signed = dkim_sign(
-        data=rendered.data,
-        domain=message.domain.name,
-        selector=message.domain.dkim_selector,
-        domain_id=message.domain_id,
-        private_key_pem=message.domain.dkim_private_key,
-    )
+    # Only a domain's active key signs: a rotated-in key becomes active once its record is found.
+    key = signing_keys.get(message.domain_id)
+    try:
+        if key is None:
+            raise SigningKeyUnavailable("the domain has no active DKIM key")
+        private_key = stored_private_key(key)
+    except SigningKeyUnavailable as exc:
+        return _temporary(message, f"not signed, not sent: {exc}")
+    signed = dkim_sign(data=rendered.data, domain=message.domain.name, selector=key.selector, private_key=private_key)
     result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
     outcome = _classify(message, result)
     return Outcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
@@ -293,12 +299,13 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
                 return opened[0]
 
             suppressed = _suppressed(messages)
+            signing_keys = dkim_signing_keys(domain_ids={message.domain_id for message in messages})
             for current, message in enumerate(messages):
                 if message.pk in held and lease.stale():
                     held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
                 if message.pk not in held:
                     continue
-                outcome = _send_one(message, connection, suppressed_in_batch=suppressed)
+                outcome = _send_one(message, connection, suppressed_in_batch=suppressed, signing_keys=signing_keys)
                 if _record_durably(message, outcome):
                     handled += 1
     except (OSError, smtplib.SMTPException) as exc:

@@ -1,8 +1,11 @@
 """DKIM signing (RFC 6376), relaxed/relaxed, rsa-sha256, with the RSA step in OpenSSL.
 
 dkimpy's pure-Python RSA costs about 6 ms per signature; OpenSSL through `cryptography` about
-0.25 ms, so only canonicalization and hashing happen here in Python. The parsed private key is
-cached per worker process, keyed by domain id and key text (a rotated key is a new entry).
+0.25 ms, so only canonicalization and hashing happen here in Python.
+
+Private keys are stored encrypted (mailservice/encryption.py) and decrypted here only, once per
+worker process and key: the cache is keyed by the DkimKey's id, so when a rotation makes another
+key the domain's active one, the next batch signs with it.
 """
 
 import base64
@@ -13,6 +16,9 @@ from functools import lru_cache
 
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from domains.selectors import SigningKey
+from mailservice.encryption import UndecryptableSecret, decrypt_secret
 
 # The usual header set (RFC 6376 section 5.4.1), signed when present. From is signed one extra
 # time ("oversigned") so that a second From added in transit breaks the signature.
@@ -35,12 +41,28 @@ _WSP_TO_COLLAPSE = re.compile(rb"\t[ \t]*| [ \t]+")
 _TRAILING_WSP = re.compile(rb"[ \t]+\r\n")
 
 
-@lru_cache(maxsize=256)
-def _private_key(domain_id: int, private_key_pem: str) -> rsa.RSAPrivateKey:
-    key = serialization.load_pem_private_key(private_key_pem.encode(), password=None)
+class SigningKeyUnavailable(Exception):
+    """The domain has no active key, or its key cannot be decrypted with the configured keys."""
+
+
+def load_private_key(pem: str) -> rsa.RSAPrivateKey:
+    key = serialization.load_pem_private_key(pem.encode(), password=None)
     if not isinstance(key, rsa.RSAPrivateKey):
-        raise ValueError("the domain's DKIM key is not an RSA key")
+        raise ValueError("the DKIM key is not an RSA key")
     return key
+
+
+@lru_cache(maxsize=256)
+def _stored_private_key(key_id: int, encrypted: str) -> rsa.RSAPrivateKey:
+    try:
+        return load_private_key(decrypt_secret(encrypted))
+    except UndecryptableSecret as exc:
+        raise SigningKeyUnavailable(f"the domain's DKIM key cannot be decrypted: {exc}") from None
+
+
+def stored_private_key(key: SigningKey) -> rsa.RSAPrivateKey:
+    """The key's private key, decrypted and parsed once per process and key (failures are not cached)."""
+    return _stored_private_key(key.id, key.encrypted_private_key)
 
 
 def _split_headers(data: bytes) -> tuple[list[tuple[bytes, bytes]], bytes]:
@@ -73,7 +95,7 @@ def relaxed_body(body: bytes) -> bytes:
     return body + b"\r\n" if body else b""
 
 
-def dkim_sign(*, data: bytes, domain: str, selector: str, domain_id: int, private_key_pem: str) -> bytes:
+def dkim_sign(*, data: bytes, domain: str, selector: str, private_key: rsa.RSAPrivateKey) -> bytes:
     """`data` with a DKIM-Signature header prepended."""
     fields, body = _split_headers(data)
     body_hash = base64.b64encode(hashlib.sha256(relaxed_body(body)).digest()).decode()
@@ -99,7 +121,6 @@ def dkim_sign(*, data: bytes, domain: str, selector: str, domain_id: int, privat
             signing_input += relaxed_header(instances.pop())
     signing_input += relaxed_header(unsigned)[:-2]
 
-    key = _private_key(domain_id, private_key_pem)
-    signature = base64.b64encode(key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())).decode()
+    signature = base64.b64encode(private_key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())).decode()
     folded = "\r\n\t".join(signature[i : i + 72] for i in range(0, len(signature), 72))
     return unsigned + folded.encode() + b"\r\n" + data

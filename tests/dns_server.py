@@ -1,9 +1,10 @@
 """A real authoritative DNS server on loopback (dnslib), serving whatever records a test publishes."""
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import dns.resolver
 from dnslib import MX, QTYPE, RCODE, RR, TXT, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
 
@@ -59,3 +60,19 @@ def unanswering_dns_server() -> Iterator[str]:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("127.0.0.1", 0))
         yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def dkimpy_dnsfunc(address: str) -> Callable[..., bytes]:
+    """A dkimpy `dnsfunc` that asks the server at "host:port" (dkimpy's own asks the system's resolvers)."""
+    host, _, port = address.rpartition(":")
+    resolver = dns.resolver.Resolver(configure=False)
+    resolver.nameservers, resolver.port = [host], int(port)
+
+    def txt(name: bytes, timeout: int = 5) -> bytes:
+        try:
+            answer = resolver.resolve(name.decode(), "TXT", search=False, lifetime=timeout)
+        except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+            return b""
+        return b"".join(answer[0].strings)
+
+    return txt

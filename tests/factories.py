@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from functools import cache
 
 import factory
@@ -5,8 +6,9 @@ from factory.django import DjangoModelFactory
 
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_create
-from domains.models import Domain
-from domains.services import dkim_key_pair
+from domains.models import DkimKey, DkimKeyState, Domain
+from domains.services import FIRST_DKIM_SELECTOR, dkim_key_pair
+from mailservice.encryption import encrypt_secret
 from messaging.models import Direction, Message, Status
 from templates_app.models import Template, TemplateVersion
 
@@ -20,11 +22,35 @@ def _shared_dkim_key_pair() -> tuple[str, str]:
 class DomainFactory(DjangoModelFactory):
     class Meta:
         model = Domain
+        skip_postgeneration_save = True
 
     name = factory.Sequence(lambda n: f"sender{n}.example.com")
     verified = True
-    dkim_private_key = factory.LazyFunction(lambda: _shared_dkim_key_pair()[0])
-    dkim_public_key = factory.LazyFunction(lambda: _shared_dkim_key_pair()[1])
+    dkim_key = factory.RelatedFactory(
+        "tests.factories.DkimKeyFactory", factory_related_name="domain", selector=FIRST_DKIM_SELECTOR
+    )
+
+
+class DkimKeyFactory(DjangoModelFactory):
+    """A domain's active key (the shared pair), stored encrypted as the services store it."""
+
+    class Meta:
+        model = DkimKey
+
+    domain = factory.SubFactory(DomainFactory, dkim_key=None)
+    selector = factory.Sequence(lambda n: f"key{n}")
+    state = DkimKeyState.ACTIVE
+    private_key = factory.LazyFunction(lambda: encrypt_secret(_shared_dkim_key_pair()[0]))
+    public_key = factory.LazyFunction(lambda: _shared_dkim_key_pair()[1])
+
+
+def dkim_dnsfunc(domain: Domain) -> Callable[..., bytes | None]:
+    """A dkimpy `dnsfunc` that answers with the DKIM records of the domain's current keys."""
+    records = {
+        f"{key.selector}._domainkey.{domain.name}.".encode(): f"v=DKIM1; k=rsa; p={key.public_key}".encode()
+        for key in domain.dkim_keys.all()
+    }
+    return lambda name, timeout=5: records.get(name)
 
 
 class ApiKeyFactory(DjangoModelFactory):

@@ -7,10 +7,11 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.utils import timezone
 
-from domains.models import DailyUsage, Domain, SendingControl
+from domains.models import DailyUsage, DkimKeyState, Domain, SendingControl
 from domains.services import sending_pause
+from mailservice.encryption import decrypt_secret
 from messaging.models import Status
-from tests.factories import DomainFactory, MessageFactory
+from tests.factories import DomainFactory, MessageFactory, _shared_dkim_key_pair
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +67,7 @@ def test_the_list_costs_the_same_queries_for_3_or_30_domains(operator, django_as
 
 def test_no_page_ever_shows_the_dkim_private_key(operator):
     domain = DomainFactory(name="keyed.example.com")
-    marker = domain.dkim_private_key.splitlines()[1]
+    marker = _shared_dkim_key_pair()[0].splitlines()[1]
 
     for url in (LIST, f"{LIST}{domain.pk}/change/", f"{LIST}add/", f"{LIST}?q=keyed"):
         response = operator.get(url)
@@ -80,8 +81,11 @@ def test_adding_a_domain_normalises_it_and_makes_a_dkim_key(operator):
 
     assert response.status_code == 302
     domain = Domain.objects.get(name="news.example.com")
-    assert domain.dkim_private_key.startswith("-----BEGIN PRIVATE KEY-----")
-    assert domain.dkim_public_key and not domain.verified
+    key = domain.dkim_keys.get()
+    assert (key.selector, key.state) == ("mail", DkimKeyState.ACTIVE)
+    assert decrypt_secret(key.private_key).startswith("-----BEGIN PRIVATE KEY-----")
+    assert "PRIVATE KEY" not in key.private_key
+    assert key.public_key and not domain.verified
 
 
 @pytest.mark.parametrize("name", ["not a domain", "localhost", "bad_label.example.com"])
@@ -114,7 +118,7 @@ def test_the_change_page_lists_the_records_to_publish(operator, settings):
     assert "<code>_mailservice.records.example.com</code>" in html
     assert 'data-copy="v=spf1 include:spf.mailservice.test ~all"' in html
     assert "<code>mail._domainkey.records.example.com</code>" in html
-    assert f'data-copy="v=DKIM1; k=rsa; p={domain.dkim_public_key}"' in html
+    assert f'data-copy="v=DKIM1; k=rsa; p={_shared_dkim_key_pair()[1]}"' in html
     assert "<code>bounces.mailservice.test</code>" in html and 'data-copy="10 mx.mailservice.test."' in html
     assert "Not shown until configured" not in html
 

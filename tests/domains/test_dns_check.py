@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from domains.dns import DNS_CHECK_ACTOR, Outcome, Purpose, dns_records, domain_check_dns
 from tests.dns_server import dns_server, unanswering_dns_server
-from tests.factories import DomainFactory
+from tests.factories import DomainFactory, _shared_dkim_key_pair
 from tests.live import BIN, ROOT, child_env
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +57,7 @@ def test_the_records_to_publish(dns_settings, unverified):
             f"mailservice-verification={unverified.verification_token}",
         ),
         Purpose.SPF: ("fresh.example.com", "TXT", "v=spf1 include:spf.mailservice.test ~all"),
-        Purpose.DKIM: ("mail._domainkey.fresh.example.com", "TXT", f"v=DKIM1; k=rsa; p={unverified.dkim_public_key}"),
+        Purpose.DKIM: ("mail._domainkey.fresh.example.com", "TXT", f"v=DKIM1; k=rsa; p={_shared_dkim_key_pair()[1]}"),
         Purpose.RETURN_PATH: ("bounces.mailservice.test", "MX", "10 mx.mailservice.test."),
     }
 

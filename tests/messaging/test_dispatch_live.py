@@ -2,6 +2,7 @@
 
 import email
 import email.policy
+import re
 import threading
 import time
 import uuid
@@ -14,9 +15,10 @@ import httpx
 import pytest
 
 from domains.models import Domain
+from domains.services import FIRST_DKIM_SELECTOR, dkim_activate, dkim_rotate
 from messaging.models import EventType, Message, MessageEvent, SuppressionReason
 from messaging.suppressions import suppression_add
-from tests.factories import ApiKeyFactory, DomainFactory
+from tests.factories import ApiKeyFactory, DomainFactory, dkim_dnsfunc
 from tests.live import (
     FAST_DISPATCH,
     CeleryWorker,
@@ -65,11 +67,7 @@ def running(*, email_url: str, start_worker: bool = True, **env: str) -> Iterato
 
 
 def verifies(data: bytes, domain: Domain) -> bool:
-    def dns(name: bytes, timeout: int = 5) -> bytes:
-        assert name == f"{domain.dkim_selector}._domainkey.{domain.name}.".encode()
-        return f"v=DKIM1; k=rsa; p={domain.dkim_public_key}".encode()
-
-    return dkim.verify(data, dnsfunc=dns)
+    return dkim.verify(data, dnsfunc=dkim_dnsfunc(domain))
 
 
 def test_a_sent_message_reaches_the_relay_signed_with_bcc_only_in_the_envelope():
@@ -107,6 +105,23 @@ def test_a_sent_message_reaches_the_relay_signed_with_bcc_only_in_the_envelope()
     message = Message.objects.get(public_id=message_id)
     assert message.message_id_header == parsed["Message-ID"]
     assert list(message.events.values_list("type", flat=True)) == ["accepted", "delivered"]
+
+
+def test_a_running_worker_signs_with_the_new_dkim_key_once_it_is_active():
+    """The worker caches parsed keys per process; the cache is keyed by key, so a switch needs no restart."""
+    with smtp_sink() as sink, running(email_url=sink.url) as stack:
+        first = stack.send(text="before").json()["id"]
+        stack.wait_for_status(first, "delivered")
+        new = dkim_rotate(domain=stack.domain)
+        pending = stack.send(text="while pending").json()["id"]
+        stack.wait_for_status(pending, "delivered")
+        dkim_activate(key=new, found_in_dns=False, actor="test")
+        after = stack.send(text="after").json()["id"]
+        stack.wait_for_status(after, "delivered")
+
+    selectors = [re.search(rb"\bs=([^;]+);", received.data).group(1).decode() for received in sink.received]
+    assert selectors == [FIRST_DKIM_SELECTOR, FIRST_DKIM_SELECTOR, new.selector]
+    assert all(verifies(received.data, stack.domain) for received in sink.received)
 
 
 def test_a_message_deferred_with_451_is_delivered_on_a_later_attempt():

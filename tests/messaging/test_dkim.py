@@ -4,12 +4,13 @@ import dkim
 import pytest
 from django.utils import timezone
 
-from messaging.dkim import dkim_sign, relaxed_body, relaxed_header
+from messaging.dkim import dkim_sign, load_private_key, relaxed_body, relaxed_header
 from messaging.mime import render_message
 from messaging.models import Message
 from tests.factories import _shared_dkim_key_pair
 
-PRIVATE_KEY, PUBLIC_KEY = _shared_dkim_key_pair()
+PRIVATE_PEM, PUBLIC_KEY = _shared_dkim_key_pair()
+PRIVATE_KEY = load_private_key(PRIVATE_PEM)
 
 
 def dns(name: bytes, timeout: int = 5) -> bytes:
@@ -18,7 +19,7 @@ def dns(name: bytes, timeout: int = 5) -> bytes:
 
 
 def sign(data: bytes) -> bytes:
-    return dkim_sign(data=data, domain="acme.example.com", selector="mail", domain_id=1, private_key_pem=PRIVATE_KEY)
+    return dkim_sign(data=data, domain="acme.example.com", selector="mail", private_key=PRIVATE_KEY)
 
 
 def rendered(**fields) -> bytes:

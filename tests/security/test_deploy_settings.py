@@ -13,6 +13,7 @@ PRODUCTION_ENV = {
     "SECURE_HSTS_SECONDS": "31536000",
     "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
     "SECURE_HSTS_PRELOAD": "true",
+    "MAILSERVICE_ENCRYPTION_KEYS": "0x7s_HBxXxPjbOnBu0RuW8tU5u7oCEjV7_2SAxxHUmU=",
 }
 
 
@@ -35,3 +36,13 @@ def test_production_refuses_to_start_without_a_secret_key(db):
 
     assert result.returncode != 0
     assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_check_deploy_fails_without_encryption_keys(db):
+    env = child_env(**PRODUCTION_ENV)
+    del env["MAILSERVICE_ENCRYPTION_KEYS"]
+
+    result = _manage("check", "--deploy", env=env)
+
+    assert result.returncode != 0
+    assert "mailservice.E001" in result.stderr and "MAILSERVICE_ENCRYPTION_KEYS is not set" in result.stderr

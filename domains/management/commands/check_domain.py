@@ -24,7 +24,13 @@ class Command(ServiceCommand):
             line = f"{check.outcome:<20} {record.purpose}: {record.name} {record.type} {record.value}"
             if check.outcome is Outcome.WRONG:
                 line += f" (published: {' | '.join(check.seen)})"
+            if record.note:
+                line += f" ({record.note})"
             self.stdout.write(line)
+        if result.dkim_switched_to:
+            self.stdout.write(
+                f"DKIM: the new key's record was found; signing now uses selector {result.dkim_switched_to}"
+            )
         if not domain.verified:
             # Exit status 2, so scripts can wait for DNS with `until manage.py check_domain NAME; do …`.
             raise CommandError(f"{domain.name} is not verified: publish its verification TXT record", returncode=2)
