@@ -4,10 +4,16 @@ from django.utils import timezone
 
 from domains.models import DailyUsage, Domain, SendingControl
 from mailservice.errors import ErrorCode, ValidationFailed
+from mailservice.mailbox import InvalidAddress, canonical_domain
 
 
 def domain_get_by_name(*, name: str) -> Domain:
-    domain = Domain.objects.filter(name=name.strip().rstrip(".").lower()).first()
+    """The domain of any spelling of its name (`bücher.example`, `xn--bcher-kva.example`, `Example.COM.`)."""
+    try:
+        canonical = canonical_domain(name)
+    except InvalidAddress:
+        canonical = None
+    domain = Domain.objects.filter(name=canonical).first() if canonical else None
     if domain is None:
         raise ValidationFailed(f"No domain named {name}", code=ErrorCode.DOMAIN_NOT_FOUND)
     return domain

@@ -8,7 +8,7 @@ from domains.models import DailyUsage, Domain, SendingControl
 from domains.selectors import global_sending_paused
 from domains.services import allowance_consume, allowance_day_open, allowance_exhausted
 from mailservice.errors import ErrorCode, PermissionDenied, SendingPaused, ValidationFailed
-from mailservice.mailbox import address_of
+from mailservice.mailbox import parse_address
 from messaging.inserts import insert_fields, insert_values
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.tasks import dispatch_enqueue
@@ -41,13 +41,9 @@ class SendRequest:
 PAUSED_MESSAGE = "Sending is paused: production sending is not activated for this domain; no message was sent"
 
 
-def _is_on_domain(address: str, domain: Domain) -> bool:
-    """Exact and case-insensitive; a Unicode domain matches its stored IDNA (xn--) form."""
-    try:
-        sender_domain = address.rpartition("@")[2].lower().encode("idna").decode("ascii")
-    except UnicodeError:
-        return False
-    return sender_domain == domain.name
+def _is_on_domain(mailbox: str, domain: Domain) -> bool:
+    """The sender's canonical domain is the key's (a Unicode domain matches its stored A-label form)."""
+    return parse_address(mailbox).domain == domain.name
 
 
 def message_send(*, domain: Domain, request: SendRequest) -> Message:
@@ -63,7 +59,7 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         rendered = template_render(version=version, variables=request.template.variables, subject=request.subject)
         subject, text, html = rendered.subject, rendered.text, rendered.html
 
-    if not _is_on_domain(address_of(request.from_address), domain):
+    if not _is_on_domain(request.from_address, domain):
         raise PermissionDenied(
             f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
         )

@@ -148,17 +148,26 @@ class SmtpConnection:
         except (OSError, smtplib.SMTPException):
             self.smtp.close()
 
+    def _command(self, command: str, address: str, options: str = "") -> Reply:
+        """MAIL FROM / RCPT TO with the address exactly as given: smtplib's mail() and rcpt() pass
+        it through quoteaddr, which re-parses it as a header address (`a:b@x` became `<b@x>`)."""
+        self.smtp.putcmd(f"{command}<{address}>{options}")
+        return _reply(*self.smtp.getreply())
+
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
-        options = ["SMTPUTF8", "BODY=8BITMIME"] if envelope.smtputf8 else []
-        if envelope.smtputf8 and not self.smtp.has_extn("smtputf8"):
-            return SendResult(final=Reply(553, "the relay does not offer SMTPUTF8, needed for a non-ASCII address"))
-        mail = _reply(*self.smtp.mail(envelope.mail_from, options))
+        options = ""
+        if envelope.smtputf8:
+            if not self.smtp.has_extn("smtputf8"):
+                return SendResult(final=Reply(553, "the relay does not offer SMTPUTF8, needed for a non-ASCII address"))
+            options = " SMTPUTF8 BODY=8BITMIME"
+            self.smtp.command_encoding = "utf-8"  # as smtplib's mail() does; rset() goes back to ASCII
+        mail = self._command("mail FROM:", envelope.mail_from, options)
         if mail.code != 250:
             self.smtp.rset()
             return SendResult(final=mail)
         result = SendResult(final=mail)
         for recipient in envelope.recipients:
-            reply = _reply(*self.smtp.rcpt(recipient))
+            reply = self._command("rcpt TO:", recipient)
             if reply.code in (250, 251):
                 result.accepted.append(recipient)
             else:
