@@ -3,6 +3,7 @@
 import json
 
 from django.contrib import admin
+from django.contrib.admin.utils import get_fields_from_path
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Model, QuerySet
@@ -11,6 +12,37 @@ from django.template.response import TemplateResponse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+
+# The query-string lookups each kind of list filter uses (django.contrib.admin.filters).
+_FILTER_LOOKUPS = ("exact", "isnull", "isempty", "gte", "lt")
+
+
+class ConsoleModelAdmin(admin.ModelAdmin):
+    """The base of every console ModelAdmin: it takes from the query string only the lookups its
+    list filters use.
+
+    Django's own `lookup_allowed` accepts any lookup on a model's own fields, so
+    `?dkim_private_key__regex=^-----BEGIN[ -M]` listed a domain only when a guess matched: a staff
+    user could read any column, secrets included, one character at a time. Anything else is
+    `DisallowedModelAdminLookup`, a 400 whatever the guess. Searching (`?q=`) is not a lookup and
+    only reaches `search_fields`. Every registered ModelAdmin derives from this
+    (tests/console/test_secret_lookups.py checks that)."""
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        return lookup in self.filter_parameters()
+
+    def filter_parameters(self) -> set[str]:
+        allowed: set[str] = set()
+        for entry in self.list_filter:
+            if isinstance(entry, type) and issubclass(entry, admin.SimpleListFilter):
+                allowed.add(str(entry.parameter_name))
+                continue
+            path = entry[0] if isinstance(entry, (tuple, list)) else entry
+            allowed.update(f"{path}__{lookup}" for lookup in _FILTER_LOOKUPS)
+            field = get_fields_from_path(self.model, path)[-1]
+            if field.is_relation:
+                allowed.add(f"{path}__{field.target_field.name}__exact")
+        return allowed
 
 
 def refuse(request: HttpRequest, message: str) -> TemplateResponse:

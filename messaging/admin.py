@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from mailservice.console import EstimatedCountPaginator, sandboxed_html
+from mailservice.console import ConsoleModelAdmin, EstimatedCountPaginator, sandboxed_html
 from mailservice.errors import ApiError
 from messaging.models import Message, Suppression
 from messaging.suppressions import normalize_address
@@ -36,7 +36,7 @@ class MessageChangeList(ChangeList):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(ConsoleModelAdmin):
     list_display = ["public_id", "created_at", "direction", "status", "domain", "from_address", "recipients", "subject"]
     list_filter = ["direction", "status", "domain", ("created_at", admin.DateFieldListFilter)]
     list_select_related = ["domain"]
@@ -149,7 +149,7 @@ class SuppressionForm(forms.ModelForm):
 
 
 @admin.register(Suppression)
-class SuppressionAdmin(admin.ModelAdmin):
+class SuppressionAdmin(ConsoleModelAdmin):
     form = SuppressionForm
     list_display = ["address", "domain", "reason", "created_at", "source_message"]
     list_filter = ["domain", "reason"]
