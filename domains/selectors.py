@@ -10,7 +10,7 @@ from mailservice.mailbox import InvalidAddress, canonical_domain
 def domain_get_by_name(*, name: str) -> Domain:
     """The domain of any spelling of its name (`bücher.example`, `xn--bcher-kva.example`, `Example.COM.`)."""
     try:
-        canonical = canonical_domain(name)
+        canonical = canonical_domain(name, trailing_dot=True)
     except InvalidAddress:
         canonical = None
     domain = Domain.objects.filter(name=canonical).first() if canonical else None

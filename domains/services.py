@@ -14,7 +14,7 @@ from mailservice.mailbox import InvalidAddress, canonical_domain
 def normalize_domain_name(name: str) -> str:
     """`mailservice.mailbox.canonical_domain` (UTS 46 / IDNA 2008 A-labels), as an API error."""
     try:
-        return canonical_domain(name)
+        return canonical_domain(name, trailing_dot=True)
     except InvalidAddress as exc:
         raise ValidationFailed(str(exc)) from None
 

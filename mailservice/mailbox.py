@@ -72,14 +72,15 @@ class InvalidAddress(ValueError):
     """The address cannot be sent faithfully; the message says why (it is shown to the client)."""
 
 
-def canonical_domain(name: str) -> str:
+def canonical_domain(name: str, *, trailing_dot: bool = False) -> str:
     """A domain name as stored and sent: UTS 46 mapped (lower case, full-width folded, soft
-    hyphens dropped), IDNA 2008 A-labels (`straße` -> `xn--strae-oqa`), no trailing dot.
+    hyphens dropped), IDNA 2008 A-labels (`straße` -> `xn--strae-oqa`).
 
     The one normalising function for domain names: commands, console forms, the API's sender
-    check, the suppression list and the inbound router all call it."""
+    check, the suppression list and the inbound router all call it. `trailing_dot`: an operator may
+    write the root's dot (`example.com.`); an address may not (RFC 5321 4.1.2)."""
     candidate = name.strip()
-    candidate = candidate[:-1] if candidate.endswith(".") else candidate
+    candidate = candidate[:-1] if trailing_dot and candidate.endswith(".") else candidate
     if candidate.isascii() and "xn--" not in candidate.lower():
         wire = candidate.lower()  # what UTS 46 does to an ASCII name, without its cost on every send
     else:

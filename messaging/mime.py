@@ -153,7 +153,7 @@ def envelope_for(*, message: Message, recipients: list[str], return_path_domain:
 
     `recipients` are wire forms (`Address.wire`); the transport writes them between < > as they are."""
     mail_from = (
-        f"bounces+{message.public_id}@{canonical_domain(return_path_domain)}"
+        f"bounces+{message.public_id}@{canonical_domain(return_path_domain, trailing_dot=True)}"
         if return_path_domain
         else parsed_address(message.from_address).wire
     )

@@ -49,13 +49,14 @@ def _split(address: str) -> tuple[str, str]:
     """(local part, canonical domain); the domain is '' when it is not a valid domain name."""
     local, _, domain = address.strip().strip("<>").rpartition("@")
     try:
-        return local, canonical_domain(domain)
+        return local, canonical_domain(domain, trailing_dot=True)
     except InvalidAddress:
         return local, ""
 
 
 def _return_path_domain() -> str:
-    return canonical_domain(settings.MAILSERVICE_RETURN_PATH_DOMAIN) if settings.MAILSERVICE_RETURN_PATH_DOMAIN else ""
+    configured = settings.MAILSERVICE_RETURN_PATH_DOMAIN
+    return canonical_domain(configured, trailing_dot=True) if configured else ""
 
 
 def _route_by_address(local: str, domain_name: str) -> Route | None:

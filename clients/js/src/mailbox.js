@@ -46,7 +46,7 @@ export function addressProblem(value) {
   const match = WITH_DISPLAY.test(value) ? value.slice(value.lastIndexOf("<") + 1, -1) : value;
   const at = match.lastIndexOf("@");
   const local = match.slice(0, at);
-  let domain = match.slice(at + 1);
+  const domain = match.slice(at + 1);
   const quoted = QUOTED_STRING.exec(local);
   let content;
   if (quoted) content = quoted[1].replace(QUOTED_PAIR, "$1");
@@ -56,7 +56,6 @@ export function addressProblem(value) {
   if (!ASCII.test(content) && content.normalize("NFC") !== content) {
     return "the part before @ must be in Unicode normalization form NFC (RFC 6532)";
   }
-  if (domain.endsWith(".")) domain = domain.slice(0, -1);
   if (ASCII.test(domain) && !(domain.startsWith("[") && domain.endsWith("]"))) {
     if (domain.length > 253 || !LDH_HOST.test(domain.toLowerCase())) return "the domain is not a valid host name";
   }

@@ -55,7 +55,6 @@ def address_problem(value: str) -> str | None:
         return "the part before @ contains an invisible or control character"
     if not content.isascii() and unicodedata.normalize("NFC", content) != content:
         return "the part before @ must be in Unicode normalization form NFC (RFC 6532)"
-    domain = domain[:-1] if domain.endswith(".") else domain
     literal = domain.startswith("[") and domain.endswith("]")
     if domain.isascii() and not literal and (len(domain) > 253 or not _LDH_HOST.fullmatch(domain.lower())):
         return "the domain is not a valid host name"
