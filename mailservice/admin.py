@@ -1,3 +1,5 @@
+from axes.admin import AccessAttemptAdmin, AccessFailureLogAdmin, AccessLogAdmin
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group, User
@@ -8,10 +10,10 @@ admin.site.site_header = "Mail service console"
 admin.site.site_title = "Mail service console"
 admin.site.index_title = "Operations"
 
-# Django's own user and group pages, with the console's lookup restriction (mailservice.console):
+# Django's and django-axes' own pages, with the console's lookup restriction (mailservice.console):
 # without it `?password__startswith=` would read password hashes.
-admin.site.unregister(User)
-admin.site.unregister(Group)
+for model in (User, Group, AccessAttempt, AccessLog, AccessFailureLog):
+    admin.site.unregister(model)
 
 
 @admin.register(User)
@@ -21,4 +23,19 @@ class ConsoleUserAdmin(ConsoleModelAdmin, UserAdmin):
 
 @admin.register(Group)
 class ConsoleGroupAdmin(ConsoleModelAdmin, GroupAdmin):
+    pass
+
+
+@admin.register(AccessAttempt)
+class ConsoleAccessAttemptAdmin(ConsoleModelAdmin, AccessAttemptAdmin):
+    pass
+
+
+@admin.register(AccessLog)
+class ConsoleAccessLogAdmin(ConsoleModelAdmin, AccessLogAdmin):
+    pass
+
+
+@admin.register(AccessFailureLog)
+class ConsoleAccessFailureLogAdmin(ConsoleModelAdmin, AccessFailureLogAdmin):
     pass

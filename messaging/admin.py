@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from mailservice.console import ConsoleModelAdmin, EstimatedCountPaginator, sandboxed_html
+from mailservice.console import ConsoleModelAdmin, EstimatedCountPaginator, remote_images_requested, sandboxed_html
 from mailservice.errors import ApiError
 from messaging.models import Message, Suppression
 from messaging.suppressions import normalize_address
@@ -110,9 +110,15 @@ class MessageAdmin(ConsoleModelAdmin):
             return "—"
         return format_html('<pre id="message-text" style="white-space:pre-wrap;margin:0">{}</pre>', message.text)
 
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Message | None:
+        message = super().get_object(request, object_id, from_field)
+        if message is not None:  # read by html_body, which is given only the message
+            message.load_remote_images = remote_images_requested(request)  # type: ignore[attr-defined]
+        return message
+
     @admin.display(description="HTML (sandboxed)")
     def html_body(self, message: Message) -> str:
-        return sandboxed_html(message.html)
+        return sandboxed_html(message.html, remote_images=getattr(message, "load_remote_images", False))
 
     @admin.display(description="Raw source")
     def raw_source(self, message: Message) -> str:

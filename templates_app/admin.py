@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from mailservice.console import ConsoleModelAdmin, adopt, refuse, sandboxed_html
+from mailservice.console import ConsoleModelAdmin, adopt, refuse, remote_images_requested, sandboxed_html
 from mailservice.errors import ApiError
 from templates_app.models import Template, TemplateVersion
 from templates_app.selectors import sample_variables
@@ -153,7 +153,11 @@ class TemplateVersionAdmin(ConsoleModelAdmin):
         except (ValueError, ApiError) as exc:
             context["preview_error"] = exc.message if isinstance(exc, ApiError) else str(exc)
             return context
-        context["preview"] = {"subject": rendered.subject, "text": rendered.text, "html": sandboxed_html(rendered.html)}
+        context["preview"] = {
+            "subject": rendered.subject,
+            "text": rendered.text,
+            "html": sandboxed_html(rendered.html, remote_images=remote_images_requested(request)),
+        }
         return context
 
     def get_urls(self) -> list:
