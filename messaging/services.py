@@ -38,7 +38,19 @@ class SendRequest:
     template: TemplateReference | None = None
 
 
-PAUSED_MESSAGE = "Sending is paused: production sending is not activated for this domain; no message was sent"
+_NOT_SENT = "production sending is not activated for this domain; no message was sent"
+
+
+def paused_message(*, domain: Domain | None) -> str:
+    """The 503 SendingPaused message: which pause holds the send (`domain` None: the global switch),
+    then what the spec requires it to say. An operator's own reason is not shown to API clients;
+    an automatic pause's is, as it names the rate that tripped it (domains/safeguards.py)."""
+    if domain is None:
+        return f"Sending is paused globally by an operator: {_NOT_SENT}"
+    if domain.auto_paused:
+        why = domain.pause_reason.removeprefix("Automatic pause: ") or "the bounce or complaint rate is over its limit"
+        return f"Sending is paused for this domain automatically ({why}): {_NOT_SENT}"
+    return f"Sending is paused for this domain by an operator: {_NOT_SENT}"
 
 
 def _is_on_domain(mailbox: str, domain: Domain) -> bool:
@@ -67,7 +79,7 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         raise ValidationFailed(f"The domain {domain.name} is not verified", code=ErrorCode.DOMAIN_NOT_VERIFIED)
     # The domain was read with the key, in this request; the global switch is read below.
     if domain.sending_paused:
-        raise SendingPaused(PAUSED_MESSAGE)
+        raise SendingPaused(paused_message(domain=domain))
 
     message = Message(
         domain=domain,
@@ -96,7 +108,7 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
 def _store_in_transaction(domain: Domain, message: Message) -> None:
     """The global pause check, then the allowance count and the two rows in one transaction."""
     if global_sending_paused():
-        raise SendingPaused(PAUSED_MESSAGE)
+        raise SendingPaused(paused_message(domain=None))
     with transaction.atomic():
         allowance_consume(domain=domain)
         message.save(force_insert=True)
@@ -129,8 +141,8 @@ def _store_in_one_statement(domain: Domain, message: Message) -> None:
         with connection.cursor() as cursor:
             cursor.execute(_accept_statement(limited=limited), params)
             paused, message_pk = cursor.fetchone()
-        if paused:
-            raise SendingPaused(PAUSED_MESSAGE)
+        if paused:  # the statement reads the global switch; the domain's was checked with the key
+            raise SendingPaused(paused_message(domain=None))
         if message_pk is not None:
             message.pk = message_pk
             message._state.adding, message._state.db = False, connection.alias
