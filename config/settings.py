@@ -277,5 +277,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # aiosmtpd traces every SMTP command at INFO; the inbound server logs what it decides itself.
-    "loggers": {"django.request": {"level": "ERROR"}, "mail.log": {"level": env_str("SMTP_LOG_LEVEL", "WARNING")}},
+    # django-axes announces its configuration at INFO in every process, commands' one-line errors included.
+    "loggers": {
+        "django.request": {"level": "ERROR"},
+        "mail.log": {"level": env_str("SMTP_LOG_LEVEL", "WARNING")},
+        "axes.apps": {"level": "WARNING"},
+    },
 }
