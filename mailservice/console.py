@@ -2,6 +2,7 @@
 
 import json
 import re
+from typing import Any
 from urllib.parse import quote
 
 from django.contrib import admin
@@ -36,7 +37,7 @@ class ConsoleModelAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         response = super().change_view(request, object_id, form_url, extra_context)
         if remote_images_requested(request):  # the operator chose to load a preview's remote images
-            response._csp_update = REMOTE_IMAGES_CSP  # type: ignore[attr-defined] - django-csp reads it
+            setattr(response, "_csp_update", REMOTE_IMAGES_CSP)  # noqa: B010 - the attribute django-csp reads
         return response
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
@@ -48,9 +49,9 @@ class ConsoleModelAdmin(admin.ModelAdmin):
             if isinstance(entry, type) and issubclass(entry, admin.SimpleListFilter):
                 allowed.add(str(entry.parameter_name))
                 continue
-            path = entry[0] if isinstance(entry, (tuple, list)) else entry
+            path = str(entry[0] if isinstance(entry, (tuple, list)) else entry)
             allowed.update(f"{path}__{lookup}" for lookup in _FILTER_LOOKUPS)
-            field = get_fields_from_path(self.model, path)[-1]
+            field: Any = get_fields_from_path(self.model, path)[-1]
             if field.is_relation:
                 allowed.add(f"{path}__{field.target_field.name}__exact")
         return allowed
