@@ -11,7 +11,7 @@ from django.utils.html import format_html
 
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_create, apikey_revoke
-from mailservice.console import adopt
+from mailservice.console import ConsoleModelAdmin, adopt
 
 
 class ApiKeyAddForm(forms.ModelForm):
@@ -28,7 +28,7 @@ class ApiKeyAddForm(forms.ModelForm):
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ConsoleModelAdmin):
     list_display = [
         "public_id",
         "name",

@@ -7,9 +7,11 @@ provide SECRET_KEY (there is no default secret).
 
 import secrets
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 from cryptography.fernet import Fernet
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import database_from_url, env_bool, env_fernet_keys, env_float, env_int, env_list, env_str
@@ -57,6 +59,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",  # before mailservice: mailservice/admin.py re-registers its admin pages
     "mailservice",
     "domains",
     "apikeys",
@@ -69,6 +72,7 @@ MIDDLEWARE = [
     "mailservice.api.middleware.ApiErrorMiddleware",
     "mailservice.api.middleware.RateLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -76,7 +80,35 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
+
+# --- The console's login: throttled per user name and client IP (django-axes) ---
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("MAILSERVICE_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("MAILSERVICE_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "mailservice.api.clientip.client_ip"  # MAILSERVICE_TRUSTED_PROXIES decides, as for the API
+AXES_LOCKOUT_TEMPLATE = "admin/mailservice/locked_out.html"
+
+# --- Content-Security-Policy (django-csp) on every console page: nothing loads from elsewhere. The
+# console's own inline script carries the request's nonce; inline style attributes are allowed (the
+# admin's templates use them). Previews of mail HTML add their own, stricter policy (mailservice/console.py).
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/docs/"],  # Swagger UI's page runs inline scripts
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "frame-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
 
 # Bench-only: `make bench` points this at bench.ceiling_urls to measure the framework ceiling
 # on the same server stack. Production never sets it.
@@ -142,7 +174,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["mailservice.api.authentication.BearerKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["mailservice.api.parsers.BoundedJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "mailservice.api.negotiation.JsonOnlyNegotiation",
     "DEFAULT_SCHEMA_CLASS": "mailservice.api.openapi.ApiSchema",
@@ -263,5 +295,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # aiosmtpd traces every SMTP command at INFO; the inbound server logs what it decides itself.
-    "loggers": {"django.request": {"level": "ERROR"}, "mail.log": {"level": env_str("SMTP_LOG_LEVEL", "WARNING")}},
+    # django-axes announces its configuration at INFO in every process, commands' one-line errors included.
+    "loggers": {
+        "django.request": {"level": "ERROR"},
+        "mail.log": {"level": env_str("SMTP_LOG_LEVEL", "WARNING")},
+        "axes.apps": {"level": "WARNING"},
+    },
 }

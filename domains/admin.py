@@ -26,7 +26,7 @@ from domains.services import (
     sending_pause,
     sending_resume,
 )
-from mailservice.console import adopt, refuse
+from mailservice.console import ConsoleModelAdmin, adopt, refuse
 from mailservice.errors import ApiError
 from messaging.selectors import delivery_rates
 
@@ -74,7 +74,7 @@ def _pause_text(state: Domain | SendingControl) -> str:
 
 
 @admin.register(Domain)
-class DomainAdmin(admin.ModelAdmin):
+class DomainAdmin(ConsoleModelAdmin):
     list_display = ["name", "verification", "sending", "usage", "bounce_rate", "complaint_rate"]
     list_filter = ["verified", "sending_paused", "auto_paused"]
     search_fields = ["name"]

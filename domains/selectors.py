@@ -5,17 +5,17 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain, SendingControl
-from domains.services import normalize_domain_name
 from mailservice.errors import ErrorCode, ValidationFailed
+from mailservice.mailbox import InvalidAddress, canonical_domain
 
 
 def domain_get_by_name(*, name: str) -> Domain:
-    """The domain, however its name is spelled (Unicode or A-labels, any case, trailing dot)."""
+    """The domain of any spelling of its name (`bücher.example`, `xn--bcher-kva.example`, `Example.COM.`)."""
     try:
-        normalized = normalize_domain_name(name)
-    except ValidationFailed:
-        normalized = None
-    domain = Domain.objects.filter(name=normalized).first() if normalized else None
+        canonical = canonical_domain(name, trailing_dot=True)
+    except InvalidAddress:
+        canonical = None
+    domain = Domain.objects.filter(name=canonical).first() if canonical else None
     if domain is None:
         raise ValidationFailed(f"No domain named {name}", code=ErrorCode.DOMAIN_NOT_FOUND)
     return domain

@@ -1,5 +1,4 @@
 import base64
-import re
 from datetime import date, datetime, timedelta
 
 from cryptography.hazmat.primitives import serialization
@@ -12,23 +11,18 @@ from django.utils import timezone
 from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain, SendingControl
 from mailservice.encryption import encrypt_secret
 from mailservice.errors import ErrorCode, TooManyRequests, ValidationFailed
+from mailservice.mailbox import InvalidAddress, canonical_domain
 
 # The selector of the key a domain is created with (the one domains had before rotation existed).
 FIRST_DKIM_SELECTOR = "mail"
-_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
 
 def normalize_domain_name(name: str) -> str:
-    """Lower-case, IDNA-encoded, no trailing dot; raises ValidationFailed if it is not a hostname."""
-    candidate = name.strip().rstrip(".").lower()
+    """`mailservice.mailbox.canonical_domain` (UTS 46 / IDNA 2008 A-labels), as an API error."""
     try:
-        candidate = candidate.encode("idna").decode("ascii")
-    except UnicodeError:
-        raise ValidationFailed(f"{name!r} is not a valid domain name") from None
-    labels = candidate.split(".")
-    if len(candidate) > 253 or len(labels) < 2 or not all(_LABEL.match(label) for label in labels):
-        raise ValidationFailed(f"{name!r} is not a valid domain name")
-    return candidate
+        return canonical_domain(name, trailing_dot=True)
+    except InvalidAddress as exc:
+        raise ValidationFailed(str(exc)) from None
 
 
 def dkim_key_pair() -> tuple[str, str]:

@@ -1,16 +1,60 @@
 """What the operator console's admin pages share: refusals, sandboxed HTML, cheap pagination."""
 
 import json
+import re
+from typing import Any
+from urllib.parse import quote
 
 from django.contrib import admin
+from django.contrib.admin.utils import get_fields_from_path
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Model, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from selectolax.lexbor import LexborHTMLParser
+
+# The query-string lookups each kind of list filter uses (django.contrib.admin.filters).
+_FILTER_LOOKUPS = ("exact", "isnull", "isempty", "gte", "lt")
+
+
+class ConsoleModelAdmin(admin.ModelAdmin):
+    """The base of every console ModelAdmin: it takes from the query string only the lookups its
+    list filters use.
+
+    Django's own `lookup_allowed` accepts any lookup on a model's own fields, so
+    `?dkim_private_key__regex=^-----BEGIN[ -M]` listed a domain only when a guess matched: a staff
+    user could read any column, secrets included, one character at a time. Anything else is
+    `DisallowedModelAdminLookup`, a 400 whatever the guess. Searching (`?q=`) is not a lookup and
+    only reaches `search_fields`. Every registered ModelAdmin derives from this
+    (tests/console/test_secret_lookups.py checks that)."""
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        response = super().change_view(request, object_id, form_url, extra_context)
+        if remote_images_requested(request):  # the operator chose to load a preview's remote images
+            setattr(response, "_csp_update", REMOTE_IMAGES_CSP)  # noqa: B010 - the attribute django-csp reads
+        return response
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        return lookup in self.filter_parameters()
+
+    def filter_parameters(self) -> set[str]:
+        allowed: set[str] = set()
+        for entry in self.list_filter:
+            if isinstance(entry, type) and issubclass(entry, admin.SimpleListFilter):
+                allowed.add(str(entry.parameter_name))
+                continue
+            path = str(entry[0] if isinstance(entry, (tuple, list)) else entry)
+            allowed.update(f"{path}__{lookup}" for lookup in _FILTER_LOOKUPS)
+            field: Any = get_fields_from_path(self.model, path)[-1]
+            if field.is_relation:
+                allowed.add(f"{path}__{field.target_field.name}__exact")
+        return allowed
 
 
 def refuse(request: HttpRequest, message: str) -> TemplateResponse:
@@ -19,16 +63,76 @@ def refuse(request: HttpRequest, message: str) -> TemplateResponse:
     return TemplateResponse(request, "admin/mailservice/refused.html", context, status=403)
 
 
-def sandboxed_html(html: str | None, *, height: int = 400) -> SafeString | str:
-    """Untrusted email HTML in an iframe with every sandbox restriction: no scripts, no same origin, no forms."""
+# Inside a preview: nothing from anywhere but the message itself (inline styles, data: images).
+# A srcdoc document also inherits the console page's own policy, which is as strict for images.
+_PREVIEW_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+# The same, once the operator has chosen to load the message's remote images.
+_PREVIEW_POLICY_WITH_IMAGES = "default-src 'none'; style-src 'unsafe-inline'; img-src data: http: https:"
+REMOTE_IMAGES_PARAMETER = "remote_images"
+# What the console page itself allows while the operator looks at a message's remote images.
+REMOTE_IMAGES_CSP = {"img-src": ["http:", "https:"]}
+_PLACEHOLDER = "data:image/svg+xml," + quote(
+    '<svg xmlns="http://www.w3.org/2000/svg" width="120" height="40"><rect width="120" height="40" '
+    'fill="#eee" stroke="#999"/><text x="60" y="25" font-size="11" text-anchor="middle" '
+    'font-family="sans-serif" fill="#555">remote image</text></svg>'
+)
+_REMOTE = re.compile(r"\s*(?:[a-z][a-z0-9+.-]*:|//)", re.IGNORECASE)
+
+
+def _is_remote(url: str) -> bool:
+    """Anything that names a resource elsewhere (http:, https:, //host, ftp:...); data: and cid: are in the message."""
+    return bool(_REMOTE.match(url)) and not url.strip().lower().startswith(("data:", "cid:"))
+
+
+def _without_remote_images(html: str) -> tuple[str, int]:
+    """(the HTML with each remote image replaced by a placeholder, how many were replaced)."""
+    tree = LexborHTMLParser(html)
+    replaced = 0
+    for node in tree.css("img, input[type=image], source"):
+        attributes = node.attrs
+        remote = [name for name in ("src", "srcset") if name in attributes and _is_remote(attributes[name] or "")]
+        if not remote:
+            continue
+        replaced += 1
+        if "srcset" in remote:
+            del attributes["srcset"]
+        if node.tag != "source":
+            attributes["title"] = f"remote image: {attributes.get('src') or ''}"[:300]
+            attributes["src"] = _PLACEHOLDER
+    return (tree.html or "", replaced) if replaced else (html, 0)
+
+
+def sandboxed_html(html: str | None, *, height: int = 400, remote_images: bool = False) -> SafeString | str:
+    """Untrusted email HTML in an iframe with every sandbox restriction (no scripts, no same origin,
+    no forms) that loads nothing from elsewhere: its own Content-Security-Policy, and remote images
+    replaced by a placeholder until the operator chooses to load them (`?remote_images=1`, which
+    the page's own policy must then allow: REMOTE_IMAGES_CSP)."""
     if not html:
         return "—"
-    return format_html(
+    replaced = 0
+    if not remote_images:
+        html, replaced = _without_remote_images(html)
+    policy = _PREVIEW_POLICY_WITH_IMAGES if remote_images else _PREVIEW_POLICY
+    document = f'<meta http-equiv="Content-Security-Policy" content="{policy}">{html}'
+    frame = format_html(
         '<iframe class="ms-html" sandbox="" referrerpolicy="no-referrer" srcdoc="{}" style="width:100%;height:{}px;'
         'border:1px solid var(--border-color);background:#fff"></iframe>',
-        html,
+        document,
         height,
     )
+    if not replaced:
+        return frame
+    return format_html(
+        '{}<p class="help" id="remote-images">{} remote image(s) not loaded: loading them tells the sender '
+        'that, when and from where this message was read. <a href="?{}=1">Load remote images</a></p>',
+        frame,
+        replaced,
+        REMOTE_IMAGES_PARAMETER,
+    )
+
+
+def remote_images_requested(request: HttpRequest) -> bool:
+    return request.GET.get(REMOTE_IMAGES_PARAMETER) == "1"
 
 
 def adopt(obj: Model, created: Model) -> None:

@@ -11,9 +11,10 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from mailservice.console import EstimatedCountPaginator, sandboxed_html
-from mailservice.mailbox import address_of, is_mailbox
+from mailservice.console import ConsoleModelAdmin, EstimatedCountPaginator, remote_images_requested, sandboxed_html
+from mailservice.errors import ApiError
 from messaging.models import Message, Suppression
+from messaging.suppressions import normalize_address
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
 _LIST_COLUMNS = ("public_id", "domain__name", "direction", "status", "from_address", "to", "subject", "created_at")
@@ -35,7 +36,7 @@ class MessageChangeList(ChangeList):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(ConsoleModelAdmin):
     list_display = ["public_id", "created_at", "direction", "status", "domain", "from_address", "recipients", "subject"]
     list_filter = ["direction", "status", "domain", ("created_at", admin.DateFieldListFilter)]
     list_select_related = ["domain"]
@@ -109,9 +110,15 @@ class MessageAdmin(admin.ModelAdmin):
             return "—"
         return format_html('<pre id="message-text" style="white-space:pre-wrap;margin:0">{}</pre>', message.text)
 
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Message | None:
+        message = super().get_object(request, object_id, from_field)
+        if message is not None:  # read by html_body, which is given only the message
+            message.load_remote_images = remote_images_requested(request)  # type: ignore[attr-defined]
+        return message
+
     @admin.display(description="HTML (sandboxed)")
     def html_body(self, message: Message) -> str:
-        return sandboxed_html(message.html)
+        return sandboxed_html(message.html, remote_images=getattr(message, "load_remote_images", False))
 
     @admin.display(description="Raw source")
     def raw_source(self, message: Message) -> str:
@@ -139,14 +146,16 @@ class SuppressionForm(forms.ModelForm):
         fields = ["domain", "address", "reason", "detail"]
 
     def clean_address(self) -> str:
-        value = self.cleaned_data["address"].strip()
-        if not is_mailbox(value):
-            raise forms.ValidationError("Enter one email address, e.g. someone@example.org")
-        return address_of(value).lower()
+        try:
+            return normalize_address(self.cleaned_data["address"])
+        except ApiError:
+            raise forms.ValidationError(
+                'Enter one email address, e.g. someone@example.org (comments and unquoted ()<>[]:;\\" are refused)'
+            ) from None
 
 
 @admin.register(Suppression)
-class SuppressionAdmin(admin.ModelAdmin):
+class SuppressionAdmin(ConsoleModelAdmin):
     form = SuppressionForm
     list_display = ["address", "domain", "reason", "created_at", "source_message"]
     list_filter = ["domain", "reason"]

@@ -30,9 +30,8 @@ from django.utils import timezone
 
 from domains.models import SendingControl
 from domains.selectors import SigningKey, dkim_signing_keys, global_sending_paused
-from mailservice.mailbox import address_of
 from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
-from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
+from messaging.mime import UnsendableMessage, envelope_for, parsed_address, render_message
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression
 from messaging.transports import Connection, SendResult, transport
 
@@ -92,10 +91,14 @@ class Outcome:
 
 
 def _recipients(message: Message) -> dict[str, str]:
-    """Envelope recipients (To, Cc, Bcc), each address once: {as the suppression list keys it: as sent}."""
+    """Envelope recipients (To, Cc, Bcc), each address once: {as the suppression list keys it: as sent}.
+
+    Both come from the one parse of each address (`Address.key`, `Address.wire`), so no spelling
+    of a suppressed address reaches the relay."""
     recipients: dict[str, str] = {}
     for mailbox in [*message.to, *message.cc, *message.bcc]:
-        recipients.setdefault(address_of(mailbox).lower(), bare_address(mailbox))
+        address = parsed_address(mailbox)
+        recipients.setdefault(address.key, address.wire)
     return recipients
 
 

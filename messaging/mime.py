@@ -8,8 +8,8 @@ conversation (bench/results/before-after-dispatch.md). What an outbound message 
   paragraph separators become spaces), and is then written as ASCII atoms, an ASCII quoted-string
   with backslash and double quote escaped, or RFC 2047 base64 encoded-words (anything else,
   and any text holding encoded-word syntax `=?`, so that it reads back literally);
-- an address is a dot-atom or a quoted-string local part (no control characters) and a host name
-  or address literal domain (IDNA when it is not ASCII), or the message is unsendable;
+- an address is written from its parsed pair (`mailservice.mailbox.Address`): a dot-atom or
+  quoted-string local part and an IDNA 2008 host name or address literal, or the message is unsendable;
 - the only line breaks in the header block are the folds written here (CRLF and a space), and the
   block is checked at the end: a message whose headers are not exactly the ones set is unsendable.
 Bcc never becomes a header. Bodies are UTF-8, 7bit when they are short-lined ASCII, else
@@ -24,17 +24,13 @@ import unicodedata
 from dataclasses import dataclass
 from email.utils import format_datetime
 
-from mailservice.mailbox import split_mailbox
+from mailservice.mailbox import Address, InvalidAddress, canonical_domain, parse_address, split_mailbox
 from messaging.models import Message
 
 MAX_LINE = 78  # RFC 5322 2.1.1: lines SHOULD be at most 78 characters, excluding the CRLF
 
 _ATEXT = r"A-Za-z0-9!#$%&'*+/=?^_`{|}~-"
-_ASCII_DOT_ATOM = re.compile(rf"[{_ATEXT}]+(?:\.[{_ATEXT}]+)*")
-# RFC 6532: in an SMTPUTF8 message, atext also holds every non-ASCII character.
-_UTF8_DOT_ATOM = re.compile(rf"[\u0080-\U0010ffff{_ATEXT}]+(?:\.[\u0080-\U0010ffff{_ATEXT}]+)*")
 _PHRASE = re.compile(rf"[{_ATEXT}]+(?: [{_ATEXT}]+)*")
-_HOST = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*|\[[A-Za-z0-9:.]+\]")
 _BODY_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -101,23 +97,14 @@ def _check_header_block(data: bytes, names: list[str]) -> None:
         raise UnsendableMessage("the message's headers could not be written safely")
 
 
-def _wire_domain(domain: str) -> str:
-    """The domain as it goes into headers and the envelope: IDNA (A-labels) when it is not ASCII."""
+def parsed_address(mailbox: str) -> Address:
+    """The parsed address of a stored Mailbox; a message whose address cannot be sent faithfully
+    is unsendable (the API refuses those, so only rows stored before it did get here)."""
     try:
-        wire = domain if domain.isascii() else domain.encode("idna").decode("ascii")
-    except UnicodeError:
-        raise UnsendableMessage(f"{domain!r} is not a valid internationalized domain name") from None
-    if not _HOST.fullmatch(wire):
-        raise UnsendableMessage(f"{domain!r} is not a host name or an address literal")
-    return wire
-
-
-def bare_address(mailbox: str) -> str:
-    """The addr-spec of a Mailbox in wire form; refuses control characters (they never reach SMTP)."""
-    local, _, domain = split_mailbox(mailbox)[1].rpartition("@")
-    if single_line(local) != local:
-        raise UnsendableMessage(f"the address {mailbox!r} contains a control character")
-    return f"{local}@{_wire_domain(domain)}"
+        address = parse_address(mailbox)
+    except InvalidAddress as exc:
+        raise UnsendableMessage(f"the address {mailbox[:200]!r} cannot be sent as written: {exc}") from None
+    return address
 
 
 def _quoted(text: str) -> str:
@@ -134,17 +121,15 @@ def _display_name(display: str) -> str:
     return display if _PHRASE.fullmatch(display) else _quoted(display)
 
 
-def _mailbox(mailbox: str, *, smtputf8: bool) -> str:
-    """A Mailbox as it is written in From, To, Cc and Reply-To."""
-    local, _, domain = bare_address(mailbox).rpartition("@")
-    dot_atom = _UTF8_DOT_ATOM if smtputf8 else _ASCII_DOT_ATOM
-    address = f"{local if dot_atom.fullmatch(local) else _quoted(local)}@{domain}"
+def _mailbox(mailbox: str) -> str:
+    """A Mailbox as it is written in From, To, Cc and Reply-To: the same address as the envelope's."""
+    address = parsed_address(mailbox).wire
     display = _display_name(split_mailbox(mailbox)[0])
     return f"{display} <{address}>" if display else address
 
 
-def _address_list(name: str, mailboxes: list[str], *, smtputf8: bool) -> str:
-    written = [_mailbox(mailbox, smtputf8=smtputf8) for mailbox in mailboxes]
+def _address_list(name: str, mailboxes: list[str]) -> str:
+    written = [_mailbox(mailbox) for mailbox in mailboxes]
     return _fold(name, [f"{item}," for item in written[:-1]] + written[-1:])
 
 
@@ -160,15 +145,17 @@ def _subject(subject: str) -> str:
 def needs_smtputf8(message: Message) -> bool:
     """A non-ASCII local part can only travel as SMTPUTF8 (RFC 6531); domains become IDNA instead."""
     mailboxes = [message.from_address, *message.to, *message.cc, *message.bcc, *message.reply_to]
-    return not all(split_mailbox(mailbox)[1].rpartition("@")[0].isascii() for mailbox in mailboxes)
+    return any(parsed_address(mailbox).smtputf8 for mailbox in mailboxes)
 
 
 def envelope_for(*, message: Message, recipients: list[str], return_path_domain: str | None) -> Envelope:
-    """MAIL FROM is the VERP return path when one is configured, else the From address."""
+    """MAIL FROM is the VERP return path when one is configured, else the From address.
+
+    `recipients` are wire forms (`Address.wire`); the transport writes them between < > as they are."""
     mail_from = (
-        f"bounces+{message.public_id}@{return_path_domain}"
+        f"bounces+{message.public_id}@{canonical_domain(return_path_domain, trailing_dot=True)}"
         if return_path_domain
-        else bare_address(message.from_address)
+        else parsed_address(message.from_address).wire
     )
     return Envelope(mail_from=mail_from, recipients=recipients, smtputf8=needs_smtputf8(message))
 
@@ -211,12 +198,12 @@ def _body(message: Message) -> tuple[list[str], bytes]:
 def render_message(message: Message) -> RenderedMessage:
     """The message as RFC 5322 bytes with CRLF line endings, ready to DKIM-sign and send."""
     smtputf8 = needs_smtputf8(message)
-    sender_domain = bare_address(message.from_address).rpartition("@")[2]
+    sender_domain = parsed_address(message.from_address).domain
     message_id = f"<{message.public_id}@{sender_domain}>"
-    headers = [_address_list("From", [message.from_address], smtputf8=smtputf8)]
+    headers = [_address_list("From", [message.from_address])]
     for name, mailboxes in (("To", message.to), ("Cc", message.cc), ("Reply-To", message.reply_to)):
         if mailboxes:
-            headers.append(_address_list(name, mailboxes, smtputf8=smtputf8))
+            headers.append(_address_list(name, mailboxes))
     headers += [_subject(message.subject), f"Date: {format_datetime(message.created_at)}", f"Message-ID: {message_id}"]
     content_headers, body = _body(message)
     headers += ["MIME-Version: 1.0", *content_headers]

@@ -115,7 +115,9 @@ class Suppression(models.Model):
     """A recipient address a domain must no longer contact."""
 
     domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="suppressions")
-    address = models.CharField(max_length=320, help_text="Lower-case bare address")
+    address = models.CharField(
+        max_length=320, help_text="The address as suppressions compare it: case-folded local part, A-label domain"
+    )
     reason = models.CharField(max_length=10, choices=SuppressionReason.choices)
     source_message = models.ForeignKey(Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     detail = models.TextField(blank=True)

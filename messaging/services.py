@@ -8,7 +8,7 @@ from domains.models import DailyUsage, Domain, SendingControl
 from domains.selectors import global_sending_paused
 from domains.services import allowance_consume, allowance_day_open, allowance_exhausted
 from mailservice.errors import ErrorCode, PermissionDenied, SendingPaused, ValidationFailed
-from mailservice.mailbox import address_of
+from mailservice.mailbox import parse_address
 from messaging.inserts import insert_fields, insert_values
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.tasks import dispatch_enqueue
@@ -38,16 +38,24 @@ class SendRequest:
     template: TemplateReference | None = None
 
 
-PAUSED_MESSAGE = "Sending is paused: production sending is not activated for this domain; no message was sent"
+_NOT_SENT = "production sending is not activated for this domain; no message was sent"
 
 
-def _is_on_domain(address: str, domain: Domain) -> bool:
-    """Exact and case-insensitive; a Unicode domain matches its stored IDNA (xn--) form."""
-    try:
-        sender_domain = address.rpartition("@")[2].lower().encode("idna").decode("ascii")
-    except UnicodeError:
-        return False
-    return sender_domain == domain.name
+def paused_message(*, domain: Domain | None) -> str:
+    """The 503 SendingPaused message: which pause holds the send (`domain` None: the global switch),
+    then what the spec requires it to say. An operator's own reason is not shown to API clients;
+    an automatic pause's is, as it names the rate that tripped it (domains/safeguards.py)."""
+    if domain is None:
+        return f"Sending is paused globally by an operator: {_NOT_SENT}"
+    if domain.auto_paused:
+        why = domain.pause_reason.removeprefix("Automatic pause: ") or "the bounce or complaint rate is over its limit"
+        return f"Sending is paused for this domain automatically ({why}): {_NOT_SENT}"
+    return f"Sending is paused for this domain by an operator: {_NOT_SENT}"
+
+
+def _is_on_domain(mailbox: str, domain: Domain) -> bool:
+    """The sender's canonical domain is the key's (a Unicode domain matches its stored A-label form)."""
+    return parse_address(mailbox).domain == domain.name
 
 
 def message_send(*, domain: Domain, request: SendRequest) -> Message:
@@ -63,7 +71,7 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         rendered = template_render(version=version, variables=request.template.variables, subject=request.subject)
         subject, text, html = rendered.subject, rendered.text, rendered.html
 
-    if not _is_on_domain(address_of(request.from_address), domain):
+    if not _is_on_domain(request.from_address, domain):
         raise PermissionDenied(
             f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
         )
@@ -71,7 +79,7 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         raise ValidationFailed(f"The domain {domain.name} is not verified", code=ErrorCode.DOMAIN_NOT_VERIFIED)
     # The domain was read with the key, in this request; the global switch is read below.
     if domain.sending_paused:
-        raise SendingPaused(PAUSED_MESSAGE)
+        raise SendingPaused(paused_message(domain=domain))
 
     message = Message(
         domain=domain,
@@ -100,7 +108,7 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
 def _store_in_transaction(domain: Domain, message: Message) -> None:
     """The global pause check, then the allowance count and the two rows in one transaction."""
     if global_sending_paused():
-        raise SendingPaused(PAUSED_MESSAGE)
+        raise SendingPaused(paused_message(domain=None))
     with transaction.atomic():
         allowance_consume(domain=domain)
         message.save(force_insert=True)
@@ -133,8 +141,8 @@ def _store_in_one_statement(domain: Domain, message: Message) -> None:
         with connection.cursor() as cursor:
             cursor.execute(_accept_statement(limited=limited), params)
             paused, message_pk = cursor.fetchone()
-        if paused:
-            raise SendingPaused(PAUSED_MESSAGE)
+        if paused:  # the statement reads the global switch; the domain's was checked with the key
+            raise SendingPaused(paused_message(domain=None))
         if message_pk is not None:
             message.pk = message_pk
             message._state.adding, message._state.db = False, connection.alias

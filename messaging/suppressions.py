@@ -8,16 +8,20 @@ from django.db.models import QuerySet
 
 from domains.models import Domain
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
-from mailservice.mailbox import address_of, is_mailbox
+from mailservice.mailbox import InvalidAddress, is_mailbox, parse_address
 from messaging.models import Message, Suppression, SuppressionReason
 
 
 def normalize_address(value: str) -> str:
-    """The lower-case bare address of a Mailbox (`a@example.org` or `Name <a@example.org>`)."""
+    """The suppression key of a Mailbox (`a@example.org` or `Name <a@example.org>`): `Address.key`,
+    the form dispatch compares recipients under, so no other spelling of it gets past the list."""
     candidate = value.strip()
     if not is_mailbox(candidate):
         raise ValidationFailed(f"{value!r} is not an email address", code=ErrorCode.INVALID_ADDRESS)
-    return address_of(candidate).lower()
+    try:
+        return parse_address(candidate).key
+    except InvalidAddress as exc:
+        raise ValidationFailed(f"{value!r}: {exc}", code=ErrorCode.INVALID_ADDRESS) from None
 
 
 def suppression_add(

@@ -4,6 +4,10 @@
   smtp+tls://user:pass@host:587  STARTTLS required (the send fails if it is not offered)
   smtps://user:pass@host:465   implicit TLS
 
+Query parameters: `starttls=required|opportunistic|off` (smtp:// only), `verify=true|false` (the
+relay's certificate: chain and host name; on by default), `ca_file=/path/to/ca.pem` (trust these
+CAs or this self-signed certificate instead of the system's). Anything else stops start-up.
+
 A transport reports what the relay answered; it never decides what happens to the message
 (messaging/dispatch.py does). Connection failures raise OSError or smtplib.SMTPException.
 """
@@ -15,13 +19,15 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
-from urllib.parse import unquote, urlsplit
+from typing import Protocol, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from messaging.mime import Envelope
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -86,13 +92,19 @@ class OutboxTransport:
 # --- SMTP relay -------------------------------------------------------------------------------
 
 
+_STARTTLS = {"required": "starttls", "opportunistic": "starttls-optional", "off": "none"}
+_BOOLEANS = {"true": True, "yes": True, "1": True, "on": True, "false": False, "no": False, "0": False, "off": False}
+
+
 @dataclass(frozen=True)
 class RelayConfig:
     host: str
     port: int
     username: str
     password: str
-    security: str  # "starttls-optional", "starttls", "tls"
+    security: str  # "starttls-optional", "starttls", "tls", "none"
+    verify: bool = True
+    ca_file: str = ""
 
     @classmethod
     def from_url(cls, url: str) -> "RelayConfig":
@@ -103,13 +115,57 @@ class RelayConfig:
             raise ImproperlyConfigured(
                 f"EMAIL_URL must be smtp://, smtp+tls:// or smtps:// with a host (got a {parts.scheme or 'no'} scheme)"
             )
-        return cls(
+        options = _options(parts.query)
+        if "starttls" in options:
+            if parts.scheme != "smtp":
+                raise ImproperlyConfigured(
+                    f"EMAIL_URL: starttls= is only for smtp:// (the {parts.scheme} scheme fixes it)"
+                )
+            security = _choice(options, "starttls", _STARTTLS)
+        config = cls(
             host=parts.hostname,
             port=parts.port or (465 if security == "tls" else 25),
             username=unquote(parts.username or ""),
             password=unquote(parts.password or ""),
             security=security,
+            verify=_choice(options, "verify", _BOOLEANS) if "verify" in options else True,
+            ca_file=options.get("ca_file", ""),
         )
+        if config.ca_file:
+            config.ssl_context()  # an unreadable CA file stops start-up here, not at the first send
+        return config
+
+    def ssl_context(self) -> ssl.SSLContext:
+        try:
+            context = ssl.create_default_context(cafile=self.ca_file or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise ImproperlyConfigured(f"EMAIL_URL: ca_file={self.ca_file} cannot be loaded: {exc}") from None
+        if not self.verify:  # encrypted, but anyone in the path could pose as the relay
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        return context
+
+
+def _options(query: str) -> dict[str, str]:
+    """EMAIL_URL's query parameters; an unknown or repeated one stops start-up (a typo must not
+    silently leave certificate checks on or off)."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    names = [name for name, _ in pairs]
+    unknown = sorted(set(names) - {"starttls", "verify", "ca_file"})
+    if unknown:
+        raise ImproperlyConfigured(
+            f"EMAIL_URL: unknown option(s) {', '.join(unknown)} (known: starttls, verify, ca_file)"
+        )
+    if len(set(names)) != len(names):
+        raise ImproperlyConfigured("EMAIL_URL: an option is given twice")
+    return dict(pairs)
+
+
+def _choice(options: dict[str, str], name: str, allowed: dict[str, T]) -> T:
+    value = options[name].lower()
+    if value not in allowed:
+        raise ImproperlyConfigured(f"EMAIL_URL: {name}={options[name]} is not one of {', '.join(allowed)}")
+    return allowed[value]
 
 
 def _reply(code: int, text: bytes) -> Reply:
@@ -118,7 +174,7 @@ def _reply(code: int, text: bytes) -> Reply:
 
 class SmtpConnection:
     def __init__(self, config: RelayConfig, timeout: float) -> None:
-        context = ssl.create_default_context()
+        context = config.ssl_context()
         if config.security == "tls":
             self.smtp: smtplib.SMTP = smtplib.SMTP_SSL(config.host, config.port, timeout=timeout, context=context)
         else:
@@ -148,17 +204,26 @@ class SmtpConnection:
         except (OSError, smtplib.SMTPException):
             self.smtp.close()
 
+    def _command(self, command: str, address: str, options: str = "") -> Reply:
+        """MAIL FROM / RCPT TO with the address exactly as given: smtplib's mail() and rcpt() pass
+        it through quoteaddr, which re-parses it as a header address (`a:b@x` became `<b@x>`)."""
+        self.smtp.putcmd(f"{command}<{address}>{options}")
+        return _reply(*self.smtp.getreply())
+
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
-        options = ["SMTPUTF8", "BODY=8BITMIME"] if envelope.smtputf8 else []
-        if envelope.smtputf8 and not self.smtp.has_extn("smtputf8"):
-            return SendResult(final=Reply(553, "the relay does not offer SMTPUTF8, needed for a non-ASCII address"))
-        mail = _reply(*self.smtp.mail(envelope.mail_from, options))
+        options = ""
+        if envelope.smtputf8:
+            if not self.smtp.has_extn("smtputf8"):
+                return SendResult(final=Reply(553, "the relay does not offer SMTPUTF8, needed for a non-ASCII address"))
+            options = " SMTPUTF8 BODY=8BITMIME"
+            self.smtp.command_encoding = "utf-8"  # as smtplib's mail() does; rset() goes back to ASCII
+        mail = self._command("mail FROM:", envelope.mail_from, options)
         if mail.code != 250:
             self.smtp.rset()
             return SendResult(final=mail)
         result = SendResult(final=mail)
         for recipient in envelope.recipients:
-            reply = _reply(*self.smtp.rcpt(recipient))
+            reply = self._command("rcpt TO:", recipient)
             if reply.code in (250, 251):
                 result.accepted.append(recipient)
             else:

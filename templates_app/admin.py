@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from mailservice.console import adopt, refuse, sandboxed_html
+from mailservice.console import ConsoleModelAdmin, adopt, refuse, remote_images_requested, sandboxed_html
 from mailservice.errors import ApiError
 from templates_app.models import Template, TemplateVersion
 from templates_app.selectors import sample_variables
@@ -35,7 +35,7 @@ class TemplateVersionInline(admin.TabularInline):
 
 
 @admin.register(Template)
-class TemplateAdmin(admin.ModelAdmin):
+class TemplateAdmin(ConsoleModelAdmin):
     list_display = ["slug", "public_id", "domain", "version_count", "created_at"]
     list_filter = ["domain"]
     list_select_related = ["domain"]
@@ -101,7 +101,7 @@ def _parse_variables(raw: str) -> dict[str, Any]:
 
 
 @admin.register(TemplateVersion)
-class TemplateVersionAdmin(admin.ModelAdmin):
+class TemplateVersionAdmin(ConsoleModelAdmin):
     list_display = ["__str__", "template", "number", "subject", "published", "published_at", "created_at"]
     list_filter = ["published", "template__domain"]
     list_select_related = ["template", "template__domain"]
@@ -153,7 +153,11 @@ class TemplateVersionAdmin(admin.ModelAdmin):
         except (ValueError, ApiError) as exc:
             context["preview_error"] = exc.message if isinstance(exc, ApiError) else str(exc)
             return context
-        context["preview"] = {"subject": rendered.subject, "text": rendered.text, "html": sandboxed_html(rendered.html)}
+        context["preview"] = {
+            "subject": rendered.subject,
+            "text": rendered.text,
+            "html": sandboxed_html(rendered.html, remote_images=remote_images_requested(request)),
+        }
         return context
 
     def get_urls(self) -> list:

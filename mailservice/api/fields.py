@@ -77,6 +77,10 @@ class MailboxField(serializers.Field):
             raise serializers.ValidationError(
                 "must be an address like name@example.com or Name <name@example.com> (3 to 320 characters)"
             )
+        try:
+            mailbox.parse_address(data)
+        except mailbox.InvalidAddress as exc:
+            raise serializers.ValidationError(str(exc)) from None
         return data
 
     def to_representation(self, value: str) -> str:

@@ -109,6 +109,14 @@ class RateLimitMiddleware:
                 headers={"Retry-After": str(max(1, int(usage["time_left"])))},
             )
         if request.method == "POST":
+            if "wsgi.input" in request.META and not request.META.get("CONTENT_LENGTH"):
+                # Django reads a WSGI body up to Content-Length: a chunked body would be taken as
+                # empty. The ASGI server of the Procfile reads it (config/asgi.py bounds it).
+                return error_response(
+                    request,
+                    ErrorCode.BAD_REQUEST,
+                    "Send the body with a Content-Length header; chunked bodies are not read by this server",
+                )
             declared = request.META.get("CONTENT_LENGTH") or "0"
             if declared.isdigit() and int(declared) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
                 return error_response(

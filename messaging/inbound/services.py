@@ -10,7 +10,7 @@ Everything else is refused at RCPT, so the server never relays.
 """
 
 import logging
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from domains.models import Domain
 from domains.safeguards import safeguard_check
-from mailservice.mailbox import address_of
+from mailservice.mailbox import InvalidAddress, canonical_domain, parse_address
 from messaging.inbound.parsing import ReceivedMail, parse_received
 from messaging.inbound.reports import Outcome, RecipientReport, Report, classify
 from messaging.inserts import insert_fields, insert_values
@@ -46,12 +46,17 @@ class Route:
 
 
 def _split(address: str) -> tuple[str, str]:
+    """(local part, canonical domain); the domain is '' when it is not a valid domain name."""
     local, _, domain = address.strip().strip("<>").rpartition("@")
-    return local, domain.rstrip(".").lower()
+    try:
+        return local, canonical_domain(domain, trailing_dot=True)
+    except InvalidAddress:
+        return local, ""
 
 
 def _return_path_domain() -> str:
-    return (settings.MAILSERVICE_RETURN_PATH_DOMAIN or "").lower()
+    configured = settings.MAILSERVICE_RETURN_PATH_DOMAIN
+    return canonical_domain(configured, trailing_dot=True) if configured else ""
 
 
 def _route_by_address(local: str, domain_name: str) -> Route | None:
@@ -180,7 +185,12 @@ def _reported_message(*, verp_id: str, original_message_id: str) -> Message | No
 
 
 def _recipients_of(message: Message) -> list[str]:
-    return [address_of(mailbox).lower() for mailbox in message.to + message.cc + message.bcc]
+    """The recipients' suppression keys (`Address.key`), the form reports are compared under."""
+    recipients = []
+    for mailbox in message.to + message.cc + message.bcc:
+        with suppress(InvalidAddress):  # stored before the API refused it: never sent, never reported
+            recipients.append(parse_address(mailbox).key)
+    return recipients
 
 
 def _affected_recipient(message: Message, reported: str) -> str:

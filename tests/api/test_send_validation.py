@@ -77,12 +77,13 @@ MAILBOXES = [
     ("bob@example.org>", False),
     ("b@b@example.org", False),
     ("@example.org", False),
-    ("bob@.", True),  # a dot in the domain is all the grammar asks for
-    ("bob@example.", True),
+    # The grammar's "a dot in the domain" is not enough to deliver: a domain must be a host name.
+    ("bob@.", False),
+    ("bob@example.", False),
     ("bo\u00a0b@example.org", False),
     ("bo\u2028b@example.org", False),
     ("bo\x1fb@example.org", False),
-    ("bo\ufeffb@example.org", True),  # a byte order mark is not whitespace (as for the clients)
+    ("bo\ufeffb@example.org", False),  # not whitespace, but invisible: refused (tests/api/test_send_addresses.py)
     ("j\u00f6rg@b\u00fccher.example", True),
     ("\U0001f600@example.org", True),
     ("bo\x00b@example.org", False),

@@ -9,7 +9,7 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mailservice.mailbox import split_mailbox
+from mailservice.mailbox import parse_address, split_mailbox
 from messaging.mime import UnsendableMessage, _display_name, envelope_for, render_message, single_line
 from messaging.models import Message
 
@@ -139,7 +139,7 @@ def test_a_display_name_cannot_add_headers(field, payload):
     ["bob\x00@example.org", "bob\x7f@example.org", "bo\x1bb@example.org", "Hi\x00X-Injected: yes <b@example.org>"],
 )
 def test_a_control_character_in_an_address_makes_the_message_unsendable(address):
-    with pytest.raises(UnsendableMessage, match="control character"):
+    with pytest.raises(UnsendableMessage, match="cannot be sent as written"):
         render_message(build(to=[address]))
 
 
@@ -162,12 +162,12 @@ def test_the_envelope_sender_is_the_verp_return_path_when_configured(return_path
 
 
 def test_an_address_whose_domain_is_not_a_host_name_makes_the_message_unsendable():
-    with pytest.raises(UnsendableMessage, match="not a host name"):
+    with pytest.raises(UnsendableMessage, match="not a valid domain name"):
         render_message(build(to=["bob@ex(ample.org"]))
 
 
-def test_a_local_part_that_is_not_a_dot_atom_is_quoted():
-    rendered = render_message(build(to=['Jo "Q" B <a"b..c@example.org>']))
+def test_a_quoted_local_part_that_is_not_a_dot_atom_stays_quoted():
+    rendered = render_message(build(to=['Jo "Q" B <"a\\"b..c"@example.org>']))
 
     assert b'To: "Jo \\"Q\\" B" <"a\\"b..c"@example.org>' in rendered.data
     [address] = parse(rendered.data)["To"].addresses
@@ -185,9 +185,11 @@ def test_long_address_lists_and_subjects_are_folded_between_items_and_words():
 
 
 _DISPLAY = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="<>\r\n\x00"), max_size=40)
-_LOCAL = st.text(
+# A local part the API accepts: a dot-atom, or a quoted-string of printable ASCII (quoted-pairs for \\ and ").
+_ATOM_TEXT = st.text(st.sampled_from("abcXYZ019!#$%&'*+/=?^_`{|}~-"), min_size=1, max_size=8)
+_LOCAL = st.lists(_ATOM_TEXT, min_size=1, max_size=3).map(".".join) | st.text(
     st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="<>@,"), min_size=1, max_size=20
-)
+).map(lambda text: '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
 _LABEL = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789-äßü"), min_size=1, max_size=12).filter(
     lambda label: not label.startswith("-") and not label.endswith("-") and "--" not in label
 )
@@ -213,12 +215,11 @@ def _read_address(address: Address, *, mailbox: str) -> tuple[str, str, str]:
 
 
 def _expected_address(mailbox: str) -> tuple[str, str, str]:
-    display, address = split_mailbox(mailbox)
-    local, _, domain = address.rpartition("@")
-    display = " ".join(single_line(display).split())
+    display = " ".join(single_line(split_mailbox(mailbox)[0]).split())
     if "\r\n" in _display_name(display):
         display = display.replace(" ", "")
-    return display, local, domain.encode("idna").decode()
+    address = parse_address(mailbox)
+    return display, address.local, address.domain
 
 
 def _lines(text: str) -> str:

@@ -28,3 +28,36 @@ export function isMailbox(value) {
 export function isBareAddress(value) {
   return BARE.test(value);
 }
+
+// What the server further requires of the address (`parse_address` in mailservice/mailbox.py): a
+// local part that SMTP carries as written, and a host name. IDNA 2008 validity of a non-ASCII
+// domain is left to the server; everything else is checked here as the Python client does.
+const ATEXT = "A-Za-z0-9!#$%&'*+/=?^_`{|}~\\-";
+const ASCII_DOT_ATOM = new RegExp(`^[${ATEXT}]+(?:\\.[${ATEXT}]+)*$`, "u");
+const UTF8_DOT_ATOM = new RegExp(`^[\\u{80}-\\u{10ffff}${ATEXT}]+(?:\\.[\\u{80}-\\u{10ffff}${ATEXT}]+)*$`, "u");
+const QUOTED_STRING = /^"((?:[^"\\]|\\.)+)"$/su;
+const QUOTED_PAIR = /\\(.)/gsu;
+const LDH_HOST = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/;
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Cs}\p{Zl}\p{Zp}]/u;
+const ASCII = /^[\x00-\x7f]*$/;
+
+/** Why a valid Mailbox cannot be sent as written, or null (the server's rules, same messages). */
+export function addressProblem(value) {
+  const match = WITH_DISPLAY.test(value) ? value.slice(value.lastIndexOf("<") + 1, -1) : value;
+  const at = match.lastIndexOf("@");
+  const local = match.slice(0, at);
+  const domain = match.slice(at + 1);
+  const quoted = QUOTED_STRING.exec(local);
+  let content;
+  if (quoted) content = quoted[1].replace(QUOTED_PAIR, "$1");
+  else if (ASCII_DOT_ATOM.test(local) || (!ASCII.test(local) && UTF8_DOT_ATOM.test(local))) content = local;
+  else return "the part before @ must be a dot-atom or a quoted-string";
+  if (INVISIBLE.test(content)) return "the part before @ contains an invisible or control character";
+  if (!ASCII.test(content) && content.normalize("NFC") !== content) {
+    return "the part before @ must be in Unicode normalization form NFC (RFC 6532)";
+  }
+  if (ASCII.test(domain) && !(domain.startsWith("[") && domain.endsWith("]"))) {
+    if (domain.length > 253 || !LDH_HOST.test(domain.toLowerCase())) return "the domain is not a valid host name";
+  }
+  return null;
+}

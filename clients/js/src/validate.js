@@ -2,7 +2,7 @@
 // (the same checks as the Python client's `_validate.py`).
 
 import { ValidationError } from "./errors.js";
-import { MAX_LENGTH, MIN_LENGTH, codePoints, isMailbox } from "./mailbox.js";
+import { MAX_LENGTH, MIN_LENGTH, addressProblem, codePoints, isMailbox } from "./mailbox.js";
 
 const MAX_RECIPIENTS = 50;
 const MAX_LIST = 50;
@@ -53,6 +53,8 @@ function checkMailbox(value, field) {
       `must be an address like name@example.com or Name <name@example.com> (${MIN_LENGTH} to ${MAX_LENGTH} characters)`,
     );
   }
+  const problem = addressProblem(value);
+  if (problem) throw new ValidationError(field, problem);
   return value;
 }
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from mailservice_client._mailbox import MAX_LENGTH, MIN_LENGTH, is_mailbox
+from mailservice_client._mailbox import MAX_LENGTH, MIN_LENGTH, address_problem, is_mailbox
 from mailservice_client.errors import ValidationError
 
 MAX_RECIPIENTS = 50
@@ -59,6 +59,9 @@ def check_mailbox(value: Any, field: str) -> str:
             f"must be an address like name@example.com or Name <name@example.com> ({MIN_LENGTH} to {MAX_LENGTH} "
             "characters)",
         )
+    problem = address_problem(value)
+    if problem:
+        raise ValidationError(field, problem)
     return value
 
 

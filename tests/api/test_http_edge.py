@@ -1,0 +1,158 @@
+"""The HTTP edge under hostile clients, against the server the Procfile's `web` line starts: slow
+clients do not stall it, deeply nested JSON is a 400, chunked bodies are read (and bounded)."""
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.factories import ApiKeyFactory, DomainFactory
+from tests.live import BIN, LOG_DIR, ROOT, _answers, child_env, free_port, wait_until, web_server
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+
+def procfile_web_line() -> str:
+    lines = (ROOT / "Procfile").read_text().splitlines()
+    return next(line.partition(":")[2].strip() for line in lines if line.startswith("web:"))
+
+
+@pytest.fixture(scope="module")
+def procfile_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
+    """The Procfile's web line, run by a shell as honcho runs it, on a free $PORT."""
+    port = free_port()
+    env = child_env(PORT=str(port), PATH=f"{BIN}:{os.environ['PATH']}", WEB_CONCURRENCY="2")
+    log = open(LOG_DIR / f"procfile-web-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
+    with django_db_blocker.unblock():
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", f"exec {procfile_web_line()}"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_until(lambda: _answers(f"{url}/v1/openapi.json"), timeout=60, message=f"Procfile web ({log.name})")
+            yield url
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=30)
+            log.close()
+
+
+@pytest.fixture
+def key_headers() -> dict[str, str]:
+    key = ApiKeyFactory(domain=DomainFactory(name="acme.example.com"))
+    return {"Authorization": f"Bearer {key.secret}"}
+
+
+def _send_body() -> dict[str, Any]:
+    return {"from": "Acme <hello@acme.example.com>", "to": "bob@example.org", "subject": "Hi", "text": "Hello"}
+
+
+def test_the_web_line_honours_port_and_runs_uvicorn_workers():
+    line = procfile_web_line()
+    assert "${PORT" in line and "config.asgi" in line and "config.workers.WebWorker" in shlex.split(line)
+
+
+def _slow_client(port: int, stop: threading.Event, opened: list[int]) -> None:
+    """A client that sends its request one header line every 2 s and never finishes it."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(b"GET /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        opened.append(1)
+        line = 0
+        while not stop.wait(2):
+            sock.sendall(f"X-Slow-{line}: x\r\n".encode())
+            line += 1
+
+
+def test_normal_requests_are_answered_within_a_second_while_8_slow_clients_hold_connections(
+    procfile_server, key_headers
+):
+    port = int(procfile_server.rsplit(":", 1)[1])
+    stop, opened = threading.Event(), []
+    clients = [threading.Thread(target=_slow_client, args=(port, stop, opened)) for _ in range(8)]
+    for client in clients:
+        client.start()
+    try:
+        wait_until(lambda: len(opened) == 8, timeout=10, message="8 slow clients connected")
+        time.sleep(2.5)  # each has sent at least one more header line: both workers would be held by now
+        timings = []
+        for _ in range(10):
+            started = time.monotonic()
+            response = httpx.get(f"{procfile_server}/v1/messages", headers=key_headers, timeout=10)
+            timings.append(time.monotonic() - started)
+            assert response.status_code == 200
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        for client in clients:
+            client.join()
+    assert max(timings) < 1.0, timings
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [1000, 100_000])
+def test_deeply_nested_json_is_invalid_json_not_a_500(procfile_server, key_headers, depth):
+    body = json.dumps(_send_body()).replace('"bob@example.org"', _nested(depth))
+    response = httpx.post(
+        f"{procfile_server}/v1/send",
+        content=body,
+        headers=key_headers | {"Content-Type": "application/json"},
+        timeout=30,
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] in ("InvalidJson", "ValidationError")
+    if depth == 100_000:
+        assert response.json()["error"]["code"] == "InvalidJson"
+
+
+def _chunks(data: bytes, size: int = 1000) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+def test_a_chunked_body_is_read(procfile_server, key_headers):
+    data = json.dumps(_send_body()).encode()
+    headers = key_headers | {"Content-Type": "application/json"}
+
+    response = httpx.post(f"{procfile_server}/v1/send", content=_chunks(data, 10), headers=headers, timeout=30)
+
+    assert response.request.headers["Transfer-Encoding"] == "chunked"
+    assert response.status_code == 200, response.text
+
+
+def test_a_chunked_body_over_the_limit_is_refused_with_413(procfile_server, key_headers):
+    data = json.dumps(_send_body() | {"text": "x" * (5 * 1024 * 1024)}).encode()
+    headers = key_headers | {"Content-Type": "application/json"}
+
+    response = httpx.post(f"{procfile_server}/v1/send", content=_chunks(data, 65536), headers=headers, timeout=30)
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "RequestTooLarge"
+
+
+def test_a_wsgi_server_refuses_a_chunked_body_instead_of_reading_it_as_empty(key_headers):
+    data = json.dumps(_send_body()).encode()
+    with web_server(workers=1) as url:
+        response = httpx.post(
+            f"{url}/v1/send", content=_chunks(data, 10), headers=key_headers | {"Content-Type": "application/json"}
+        )
+
+    assert response.status_code == 400
+    assert "Content-Length" in response.json()["error"]["message"]

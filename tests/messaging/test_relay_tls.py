@@ -1,0 +1,129 @@
+"""Relay TLS as operators need it: a relay that requires STARTTLS with a self-signed certificate
+(stock Debian Postfix) is reached with the documented EMAIL_URL options; bad options stop start-up."""
+
+import datetime
+import ipaddress
+import ssl
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from aiosmtpd.controller import Controller
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from messaging.dispatch import dispatch_batch
+from messaging.models import Message, Status
+from messaging.transports import RelayConfig
+from tests.factories import MessageFactory
+from tests.live import SmtpSink, free_port
+
+pytestmark = pytest.mark.django_db
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 signed by its own key, as `make-ssl-cert` gives a fresh Postfix."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "relay.test")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "relay.pem", directory / "relay.key"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+@pytest.fixture
+def starttls_relay(tmp_path) -> Iterator[tuple[SmtpSink, Path]]:
+    """An aiosmtpd relay that refuses mail until STARTTLS, with a self-signed certificate."""
+    cert_path, key_path = _self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_path, key_path)
+    sink = SmtpSink()
+    sink.port = free_port()
+    sink.controller = Controller(sink, hostname="127.0.0.1", port=sink.port, tls_context=context, require_starttls=True)
+    sink.controller.start()
+    try:
+        yield sink, cert_path
+    finally:
+        sink.controller.stop()
+
+
+def _dispatch(settings, url: str) -> Message:
+    settings.EMAIL_URL = url
+    message = MessageFactory(next_attempt_at=timezone.now() - timedelta(seconds=1))
+    dispatch_batch(public_id=message.public_id)
+    message.refresh_from_db()
+    return message
+
+
+def test_by_default_a_self_signed_relay_certificate_is_refused(settings, starttls_relay):
+    sink, _ = starttls_relay
+
+    message = _dispatch(settings, sink.url)
+
+    assert message.status == Status.ACCEPTED and "CERTIFICATE_VERIFY_FAILED" in message.last_error
+    assert sink.received == []
+
+
+@pytest.mark.parametrize("option", ["ca_file={cert}", "ca_file={cert}&starttls=required", "verify=false"])
+def test_the_documented_options_deliver_through_a_self_signed_starttls_relay(settings, starttls_relay, option):
+    sink, cert = starttls_relay
+
+    message = _dispatch(settings, f"{sink.url}?{option.format(cert=cert)}")
+
+    assert message.status == Status.DELIVERED, message.last_error
+    assert len(sink.received) == 1
+
+
+def test_starttls_off_never_upgrades(settings, starttls_relay):
+    sink, cert = starttls_relay
+
+    message = _dispatch(settings, f"{sink.url}?starttls=off&ca_file={cert}")
+
+    # The relay insists on STARTTLS (530), which the service was told not to use: nothing is sent.
+    assert message.status in (Status.BOUNCED, Status.ACCEPTED) and "530" in message.last_error
+    assert sink.received == []
+
+
+def test_the_options_are_read_into_the_relay_config(tmp_path):
+    cert, _ = _self_signed(tmp_path)
+
+    config = RelayConfig.from_url(f"smtp://relay.example.com?starttls=off&verify=no&ca_file={cert}")
+
+    assert (config.security, config.verify, config.ca_file) == ("none", False, str(cert))
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("smtp://relay.example.com?verfy=false", "unknown option(s) verfy"),
+        ("smtp://relay.example.com?verify=maybe", "verify=maybe is not one of"),
+        ("smtp://relay.example.com?starttls=sometimes", "starttls=sometimes is not one of"),
+        ("smtps://relay.example.com?starttls=off", "starttls= is only for smtp://"),
+        ("smtp://relay.example.com?verify=false&verify=true", "given twice"),
+        ("smtp://relay.example.com?ca_file=/nonexistent/ca.pem", "ca_file=/nonexistent/ca.pem cannot be loaded"),
+    ],
+)
+def test_a_bad_option_stops_start_up_with_a_clear_message(url, message):
+    with pytest.raises(ImproperlyConfigured, match="EMAIL_URL") as caught:
+        RelayConfig.from_url(url)
+    assert message in str(caught.value)
