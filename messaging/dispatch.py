@@ -33,7 +33,8 @@ from domains.selectors import global_sending_paused
 from mailservice.mailbox import address_of
 from messaging.dkim import dkim_sign
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
-from messaging.models import EventType, Message, MessageEvent, Status, Suppression
+from messaging.models import EventType, Message, MessageEvent, Status
+from messaging.suppressions import active_suppressions
 from messaging.transports import Connection, SendResult, transport
 
 logger = logging.getLogger(__name__)
@@ -128,7 +129,7 @@ def _suppressed(messages: list[Message]) -> set[tuple[int, str]]:
             addresses.update(_recipients(message))
     if not addresses:
         return set()
-    listed = Suppression.objects.filter(domain_id__in={m.domain_id for m in messages}, address__in=addresses)
+    listed = active_suppressions().filter(domain_id__in={m.domain_id for m in messages}, address__in=addresses)
     return set(listed.values_list("domain_id", "address"))
 
 

@@ -26,6 +26,7 @@ from email.utils import format_datetime
 
 from mailservice.mailbox import split_mailbox
 from messaging.models import Message
+from messaging.verp import verp_local_part
 
 MAX_LINE = 78  # RFC 5322 2.1.1: lines SHOULD be at most 78 characters, excluding the CRLF
 
@@ -164,9 +165,9 @@ def needs_smtputf8(message: Message) -> bool:
 
 
 def envelope_for(*, message: Message, recipients: list[str], return_path_domain: str | None) -> Envelope:
-    """MAIL FROM is the VERP return path when one is configured, else the From address."""
+    """MAIL FROM is the signed VERP return path when one is configured, else the From address."""
     mail_from = (
-        f"bounces+{message.public_id}@{return_path_domain}"
+        f"{verp_local_part(message.public_id)}@{return_path_domain}"
         if return_path_domain
         else bare_address(message.from_address)
     )

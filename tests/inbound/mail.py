@@ -10,6 +10,7 @@ from email.policy import compat32
 from email.utils import formatdate, make_msgid
 
 from messaging.models import Message
+from messaging.verp import verp_local_part
 
 RETURN_PATH_DOMAIN = "bounces.acme.example.com"
 
@@ -20,7 +21,7 @@ def wire_bytes(mail: EmailMessage) -> bytes:
 
 
 def verp_address(message: Message) -> str:
-    return f"bounces+{message.public_id}@{RETURN_PATH_DOMAIN}"
+    return f"{verp_local_part(message.public_id)}@{RETURN_PATH_DOMAIN}"
 
 
 def plain_mail(*, sender: str, to: str, subject: str, text: str) -> EmailMessage:
