@@ -33,6 +33,7 @@ from messaging.inbound.parsing import (
     UnparsableMessage,
     addresses,
     body_text,
+    decode_bytes,
     decode_header_value,
     header,
     parse_bytes,
@@ -136,19 +137,12 @@ def _lines(text: str) -> Iterator[str]:
         yield line[:LINE_LIMIT]
 
 
-def _unescape_8bit(text: str) -> str:
-    """compat32 keeps undeclared 8-bit bytes as surrogate escapes; global DSN fields are UTF-8 (RFC 6533)."""
-    if not any("\udc80" <= char <= "\udcff" for char in text):
-        return text
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
 def _fields(text: str) -> list[dict[str, list[str]]]:
     """`Name: value` blocks separated by blank lines (RFC 3464 and RFC 5965 report bodies); every value kept."""
     blocks: list[dict[str, list[str]]] = []
     current: dict[str, list[str]] = {}
     name = ""
-    for line in _lines(_unescape_8bit(text)):
+    for line in _lines(text):
         if not line.strip():
             if current:
                 blocks.append(current)
@@ -175,8 +169,9 @@ def _report_blocks(part: EmailMessage) -> list[dict[str, list[str]]]:
             fields: dict[str, list[str]] = {}
             for name, value in block.items():
                 fields.setdefault(name.lower(), []).append(decode_header_value(value)[:HEADER_LIMIT])
-            trailing = block.get_payload()
-            blocks += [fields, *_fields(trailing)] if isinstance(trailing, str) else [fields]
+            # The bytes, not get_payload(): that would replace undeclared 8-bit (RFC 6533 UTF-8) with U+FFFD.
+            trailing = None if block.is_multipart() else block.get_payload(decode=True)
+            blocks += [fields, *_fields(decode_bytes(trailing))] if isinstance(trailing, bytes) else [fields]
         return [block for block in blocks if block]
     return _fields(part_text(part) or "")
 
