@@ -5,6 +5,7 @@ STARTTLS, so the inbound server offers it once a certificate is configured.
 """
 
 import ssl
+from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -20,12 +21,13 @@ def server_tls_context() -> ssl.SSLContext | None:
         return None
     if not cert_file or not key_file:
         raise ImproperlyConfigured("MAILSERVICE_TLS_CERT_FILE and MAILSERVICE_TLS_KEY_FILE must be set together")
+    for name, path in (("MAILSERVICE_TLS_CERT_FILE", cert_file), ("MAILSERVICE_TLS_KEY_FILE", key_file)):
+        if not Path(path).is_file():
+            raise ImproperlyConfigured(f"{name}: no such file {path}")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         context.load_cert_chain(certfile=cert_file, keyfile=key_file)
-    except FileNotFoundError as exc:
-        raise ImproperlyConfigured(f"TLS certificate or key not found: {exc.filename}") from None
     except (OSError, ssl.SSLError) as exc:
         reason = getattr(exc, "reason", None) or exc.strerror or exc
         raise ImproperlyConfigured(

@@ -63,7 +63,7 @@ def decode_bytes(data: bytes, charset: str | None = None) -> str:
     candidates = [charset] if charset else []
     for candidate in [*candidates, *_FALLBACK_CHARSETS]:
         try:
-            if codecs.lookup(candidate).name in _NOT_MAIL_CHARSETS:
+            if codecs.lookup(candidate).name.replace("-", "_") in _NOT_MAIL_CHARSETS:
                 continue
             return data.decode(candidate)
         except (LookupError, UnicodeDecodeError):

@@ -208,8 +208,9 @@ def _store_in_one_statement(messages: dict[str, Message], *, detail: str) -> set
     # A server-side binding cursor on Django's connection: the raw source travels as a binary
     # parameter. Django's client-side binding would first spell it out as hex inside the query
     # text, six times the message's size in memory (a 20 MiB message peaked at 123 MiB).
+    connection.close_if_health_check_failed()  # what connection.cursor() would do first
     connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params)
         stored = {public_id for (public_id,) in cursor.fetchall()}
     return {name for name, message in messages.items() if message.public_id in stored}
