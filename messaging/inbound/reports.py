@@ -24,7 +24,7 @@ here raises on malformed input.
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.message import Message as EmailMessage
 from enum import StrEnum
@@ -82,21 +82,36 @@ class Report:
 
 NOT_A_REPORT = Report()
 
-_ENHANCED_STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
-_SMTP_REPLY = re.compile(r"(?<![\d.])([245]\d\d)(?:[ -]|$)")
+# Failure statuses only (RFC 3463 classes 4 and 5): a transcript's 2.x.x successes are no evidence.
+_ENHANCED_STATUS = re.compile(r"\b([45])\.(\d{1,3})\.(\d{1,3})\b")
+_SMTP_REPLY = re.compile(r"(?<![\d.])([45]\d\d)(?:[ -]|$)")
 _MESSAGE_ID_LINE = re.compile(r"^[ \t>]*message-id:[ \t]*(<[^<>\s]{1,250}>)", re.IGNORECASE)
 # An address as bounces print it. Each part is a single character class with a bounded repeat,
 # and lines are cut at LINE_LIMIT, so a search costs at most LINE_LIMIT steps per start position.
-_ADDRESS = re.compile(r"[^\s<>@,;:\"()\[\]'`|=]{1,64}@[A-Za-z0-9\u00a0-\uffff][A-Za-z0-9.\-\u00a0-\uffff]{0,252}")
+_LOCAL_PART = r"[^\s<>@,;:\"()\[\]'`|=/]{1,64}"  # any UTF-8 (RFC 6531) but no delimiter or path
+_DOMAIN = r"[A-Za-z0-9][A-Za-z0-9.\-]{0,252}"  # as printed by MTAs: ASCII (IDNA)
+_ADDRESS = re.compile(f"{_LOCAL_PART}@{_DOMAIN}")
+# Where notices name a failed recipient: the address alone on its line (Exim, Exchange), "<rcpt>:"
+# (Postfix, qmail), "rcpt... reason" (Sendmail), a labelled field, or an SMTP RCPT command.
+_RECIPIENT_LINE = re.compile(
+    rf"^[ \t>]*(?:(?:in|out)[ \t]*:[ \t]*)?(?:[45]\d\d[ \t-]{{1,9}})?(?:"
+    rf"<?(?P<alone>{_LOCAL_PART}@{_DOMAIN})>?[ \t]*[:.,;]?[ \t]*$"
+    rf"|<(?P<colon>{_LOCAL_PART}@{_DOMAIN})>[ \t]*:"
+    rf"|<?(?P<reason>{_LOCAL_PART}@{_DOMAIN})>?(?:\.\.\.|:)[ \t]"
+    rf"|(?:rcpt to|(?:failed |original |final )?recipient(?: address)?|address|to)[ \t]*:[ \t]*(?:rfc822;[ \t]*)?"
+    rf"<?(?P<field>{_LOCAL_PART}@{_DOMAIN}))",
+    re.IGNORECASE,
+)
 # Where a plain-text bounce starts quoting the original message: addresses below are not failures.
 _ORIGINAL_COPY = re.compile(
-    r"^[ \t]*-*[ \t]*(this is a copy|below this line|original message|the original message|undelivered message"
-    r"|original message follows|returned message|message headers follow|unsent message below"
-    r"|the headers of the original|here is a copy|content-type: message/rfc822|received: from|return-path:)",
+    # "------ This is a copy of the message ------", "--- The header of the original message ---"
+    r"^[ \t]*-{2,}[^\n]{0,40}?(copy|original|below this line|undelivered message|returned message|headers? follow)"
+    r"|^[ \t]*(original message follows|below this line is a copy|message headers follow|unsent message below"
+    r"|here is a copy|the headers of the original|content-type: message/rfc822|received: from|return-path:)",
     re.IGNORECASE,
 )
 _DAEMON = re.compile(
-    r"mailer-daemon|postmaster|mail delivery (subsystem|system)|mail ?administrator|mailadmin|mail-?router"
+    r"mailer-daemon|post_?master|mail delivery (subsystem|system)|mail ?administrator|mailadmin|mail-?router"
     r"|mail ?delivery|(delivery|notification)[-_ ]?(status|system|agent)|^\W*(root|mail|smtp)@",
     re.IGNORECASE,
 )
@@ -117,6 +132,18 @@ _AUTO_REPLY_SUBJECT = re.compile(
 _PERMANENT_WORDS = re.compile(
     r"permanent(ly)?|given up|giving up|not going to try again|no such (user|mailbox|address)|user unknown"
     r"|unknown user|does not exist|doesn'?t exist|not exist|invalid (recipient|address|mailbox)|address rejected",
+    re.IGNORECASE,
+)
+# Without a status code: the relay gave up on a condition that may clear (RFC 3463 4.2.2, 4.4.7).
+_SOFT_WORDS = re.compile(
+    r"mailbox (is )?full|over ?quota|quota exceeded|exceeded (the )?(storage|quota)|retry time(out)? (not )?exceeded"
+    r"|message (has been )?expired|too many (hops|retries)|delivery time ?out|could not be delivered within",
+    re.IGNORECASE,
+)
+# Lines of a notice that carry addresses that did not fail: quoted header fields, the SMTP MAIL command.
+_NOT_A_RECIPIENT_LINE = re.compile(
+    r"^[ \t>]*(in:[ \t]*)?(message-id|from|sender|reply-to|return-path|date|subject|references|in-reply-to"
+    r"|received|mail from|x-[\w-]+)[ \t]*:",
     re.IGNORECASE,
 )
 _DELAY_WORDS = re.compile(
@@ -251,8 +278,13 @@ def _final_outcome(status: str, evidence: str) -> Outcome:
 
 def _dsn_recipients(part: EmailMessage) -> list[RecipientReport] | None:
     """Failed and delayed recipients; None when the part names no recipient at all (a broken report)."""
+    return _dsn_fields_recipients(_report_blocks(part))
+
+
+def _dsn_fields_recipients(blocks: list[dict[str, list[str]]]) -> list[RecipientReport] | None:
+    """The recipients RFC 3464 per-recipient fields report on; None when no block names a recipient."""
     recipients, named = [], False
-    for block in _report_blocks(part):
+    for block in blocks:
         address = _bare(_first(block, "original-recipient")) or _bare(_first(block, "final-recipient"))
         if not address:
             continue
@@ -324,13 +356,9 @@ def _ses_notification(message: EmailMessage) -> Report | None:
     if "@sns.amazonaws.com" not in header(message, "From")[:HEADER_LIMIT].lower():
         return None
     text = (body_text(message) or "")[:NOTICE_LIMIT]
-    start = text.find("{")
-    try:
-        notification = json.loads(text[start:].strip()) if start != -1 else None
-        if isinstance(notification, dict) and isinstance(notification.get("Message"), str):
-            notification = json.loads(notification["Message"])
-    except ValueError:
-        return None
+    notification = _json_object(text[text.find("{") :]) if "{" in text else None
+    if isinstance(notification, dict) and isinstance(notification.get("Message"), str):
+        notification = _json_object(notification["Message"])
     if not isinstance(notification, dict):
         return None
     kind = str(notification.get("notificationType") or notification.get("eventType") or "").lower()
@@ -360,10 +388,56 @@ def _ses_notification(message: EmailMessage) -> Report | None:
     return Report(recipients) if recipients else NOT_A_REPORT
 
 
+def _json_object(text: str) -> dict | None:
+    """The JSON object `text` starts with; SNS e-mail cuts long notifications, so a cut one is read
+    field by field (RawDecoder stops at the first error, so only what precedes the cut is lost)."""
+    try:
+        decoded = json.JSONDecoder().raw_decode(text.strip())[0]
+    except ValueError:
+        return _cut_notification(text)
+    return decoded if isinstance(decoded, dict) else None
+
+
+# A field of a (possibly JSON-in-JSON, so backslash-escaped) SES notification.
+_JSON_FIELD = re.compile(
+    r'\\?"(notificationType|bounceType|emailAddress|status|complaintFeedbackType)\\?"\s{0,9}:\s{0,9}\\?"([^"\\]{0,320})'
+)
+
+
+def _cut_notification(text: str) -> dict | None:
+    """The fields of a cut SES notification that say what happened, in the shape of a whole one."""
+    fields: dict[str, list[str]] = {}
+    for match in _JSON_FIELD.finditer(text[:NOTICE_LIMIT]):
+        fields.setdefault(match.group(1), []).append(match.group(2))
+    kind = (fields.get("notificationType") or [""])[0]
+    emails = fields.get("emailAddress", [])
+    if kind == "Bounce":
+        bounce_type = (fields.get("bounceType") or [""])[0]
+        statuses = fields.get("status", [])
+        recipients = [{"emailAddress": email, "status": statuses[0] if statuses else ""} for email in emails]
+        return {"notificationType": kind, "bounce": {"bounceType": bounce_type, "bouncedRecipients": recipients}}
+    if kind == "Complaint":
+        feedback_type = (fields.get("complaintFeedbackType") or ["abuse"])[0]
+        recipients = [{"emailAddress": email} for email in emails]
+        return {
+            "notificationType": kind,
+            "complaint": {"complainedRecipients": recipients, "complaintFeedbackType": feedback_type},
+        }
+    return None
+
+
+def _readable_text(message: EmailMessage) -> str:
+    """The message's text part; for a multipart whose boundary never comes (so it has no parts), its body."""
+    text = body_text(message)
+    if text is None and isinstance(message.get_payload(), str):
+        text = part_text(message)
+    return text or ""
+
+
 def _notice(message: EmailMessage) -> str:
     """The human-readable notice of a plain-text bounce: its text up to where the original is quoted."""
     kept: list[str] = []
-    for line in _lines(body_text(message) or ""):
+    for line in _lines(_readable_text(message)):
         if kept and _ORIGINAL_COPY.match(line):
             break
         kept.append(line)
@@ -371,14 +445,35 @@ def _notice(message: EmailMessage) -> str:
 
 
 def _plain_text_recipients(notice: str, ours: set[str]) -> list[tuple[str, str]]:
-    """(address, the lines that follow it up to the next address) for each failed recipient named in the notice."""
+    """(address, the lines that follow it up to the next address) for each failed recipient named in the notice.
+
+    Addresses where notices put failed recipients (_RECIPIENT_LINE) are taken when there are any;
+    only without them, any address in the notice outside quoted header fields. `ours` (the
+    report's own sender and recipient) are never taken.
+    """
+    placed = _addresses_by_line(notice, ours, lambda line: _placed_recipient(line))
+    if placed:
+        return placed
+    return _addresses_by_line(
+        notice, ours, lambda line: None if _NOT_A_RECIPIENT_LINE.match(line) else _ADDRESS.search(line)
+    )
+
+
+def _placed_recipient(line: str) -> str | None:
+    match = _RECIPIENT_LINE.match(line)
+    return next((value for value in match.groups() if value), None) if match else None
+
+
+def _addresses_by_line(
+    notice: str, ours: set[str], find: Callable[[str], "str | re.Match[str] | None"]
+) -> list[tuple[str, str]]:
     found: dict[str, list[str]] = {}
     current = ""
     for line in notice.split("\n"):
-        candidates = [match.group(0).rstrip(".-").lower() for match in _ADDRESS.finditer(line)]
-        candidates = [c for c in candidates if c not in ours and not _DAEMON.search(c) and "." in c.partition("@")[2]]
-        if candidates:
-            current = candidates[0]
+        hit = find(line)
+        address = (hit if isinstance(hit, str) else hit.group(0) if hit else "").rstrip(".-").lower()
+        if address and address not in ours and not address.startswith("mailer-daemon@") and "." in address[1:]:
+            current = address
             found.setdefault(current, []).append(line)
         elif current:
             found[current].append(line)
@@ -386,14 +481,18 @@ def _plain_text_recipients(notice: str, ours: set[str]) -> list[tuple[str, str]]
 
 
 def _plain_text_outcome(notice: str, evidence: str) -> tuple[Outcome, str]:
-    status = _status_in(evidence) or _status_in(_first_match_line(_ENHANCED_STATUS, notice))
-    reply = _SMTP_REPLY.search(evidence) or _SMTP_REPLY.search(notice)
+    """The outcome a plain-text notice gives one recipient: its status code first, then the words."""
+    status = _status_in(_first_match_line(_ENHANCED_STATUS, evidence)) or _status_in(
+        _first_match_line(_ENHANCED_STATUS, notice)
+    )
+    reply = _SMTP_REPLY.search(_first_match_line(_SMTP_REPLY, evidence) or _first_match_line(_SMTP_REPLY, notice))
     code = status[:1] or (reply.group(1)[:1] if reply else "")
-    if code == "5" or (not code and _PERMANENT_WORDS.search(evidence)):
+    still_trying = _DELAY_WORDS.search(notice) and not _PERMANENT_WORDS.search(notice)
+    if code == "5":
         return Outcome.BOUNCE, status
-    if _DELAY_WORDS.search(notice) and not _PERMANENT_WORDS.search(notice):
+    if still_trying:
         return Outcome.DELAY, status
-    if code == "4":
+    if code == "4" or _SOFT_WORDS.search(evidence) or _SOFT_WORDS.search(notice):
         return Outcome.SOFT_BOUNCE, status
     return Outcome.BOUNCE, status
 
@@ -406,22 +505,43 @@ def _first_match_line(pattern: re.Pattern[str], text: str) -> str:
 
 
 def _plain_text_bounce(message: EmailMessage) -> Report:
-    """Plain-text bounces (qmail, Exim, Sendmail, Exchange...): recipients and codes read from the notice."""
+    """Plain-text bounces (qmail, Exim, Sendmail, Exchange...): recipients and codes read from the notice.
+
+    A notice that shows a failure but names no recipient (or only the daemon itself) is about the
+    original's recipient when the returned copy names exactly one, else about an unnamed one.
+    """
+    # A report whose parts were not recognised (a broken boundary, a mislabelled part) may still
+    # carry the RFC 3464 per-recipient fields in its text.
+    fields = _dsn_fields_recipients(_fields(_readable_text(message)))
+    if fields:
+        return Report(fields, _original_message_id(message))
     notice = _notice(message)
+    # The report's own addresses are not failed recipients, unless nothing else is named (the
+    # original sender can have mailed itself).
     ours = set(addresses(message, "From", "To", "Reply-To", "Return-Path"))
-    named = [(address, notice) for address in addresses(message, "X-Failed-Recipients")]
-    listed = {address for address, _ in named}
-    for address, evidence in _plain_text_recipients(notice, ours):
-        if address in listed:
-            named = [(a, evidence if a == address else e) for a, e in named]
-        else:
-            named.append((address, evidence))
+    failed = _plain_text_recipients(notice, ours) or _plain_text_recipients(notice, set(addresses(message, "From")))
+    # Exim's and Google's X-Failed-Recipients lists exactly the failed recipients: the notice only
+    # adds each one's evidence.
+    listed = addresses(message, "X-Failed-Recipients")
+    if listed:
+        evidence = dict(failed)
+        named = [(address, evidence.get(address, notice)) for address in dict.fromkeys(listed)]
+    else:
+        named = failed
+    if not named and _failure_shown(notice):
+        embedded = _embedded_message(message)
+        to = addresses(embedded, "To", "Cc") if embedded is not None else []
+        named = [(to[0] if len(to) == 1 else "", notice)]
     recipients = []
     for address, evidence in named:
         outcome, status = _plain_text_outcome(notice, evidence)
         diagnostic_line = _first_match_line(_ENHANCED_STATUS, evidence) or _first_match_line(_SMTP_REPLY, evidence)
         recipients.append(RecipientReport(address, outcome, status, diagnostic_line.strip()[:HEADER_LIMIT]))
     return Report(recipients, _original_message_id(message)) if recipients else NOT_A_REPORT
+
+
+def _failure_shown(notice: str) -> bool:
+    return any(pattern.search(notice) for pattern in (_ENHANCED_STATUS, _SMTP_REPLY, _PERMANENT_WORDS, _SOFT_WORDS))
 
 
 def _from_mail_system(message: EmailMessage) -> bool:
