@@ -310,11 +310,11 @@ def _embedded_message(message: EmailMessage) -> EmailMessage | None:
     return embedded[0] if isinstance(embedded, list) and embedded else None
 
 
-def _complaint(message: EmailMessage, feedback: EmailMessage | None) -> Report:
+def _complaint(message: EmailMessage) -> Report:
     """RFC 5965: one complaint per Original-Rcpt-To of every feedback-report part."""
     reports = [part for part in message.walk() if part.get_content_type() == "message/feedback-report"]
     recipients: list[RecipientReport] = []
-    for part in reports or ([feedback] if feedback is not None else []):
+    for part in reports:
         fields: dict[str, list[str]] = {}
         for block in _report_blocks(part):
             for name, values in block.items():
@@ -451,27 +451,24 @@ def _plain_text_recipients(notice: str, ours: set[str]) -> list[tuple[str, str]]
     only without them, any address in the notice outside quoted header fields. `ours` (the
     report's own sender and recipient) are never taken.
     """
-    placed = _addresses_by_line(notice, ours, lambda line: _placed_recipient(line))
-    if placed:
-        return placed
-    return _addresses_by_line(
-        notice, ours, lambda line: None if _NOT_A_RECIPIENT_LINE.match(line) else _ADDRESS.search(line)
-    )
+    return _addresses_by_line(notice, ours, _placed_recipient) or _addresses_by_line(notice, ours, _any_address)
 
 
-def _placed_recipient(line: str) -> str | None:
+def _placed_recipient(line: str) -> str:
     match = _RECIPIENT_LINE.match(line)
-    return next((value for value in match.groups() if value), None) if match else None
+    return next((value for value in match.groups() if value), "") if match else ""
 
 
-def _addresses_by_line(
-    notice: str, ours: set[str], find: Callable[[str], "str | re.Match[str] | None"]
-) -> list[tuple[str, str]]:
+def _any_address(line: str) -> str:
+    match = None if _NOT_A_RECIPIENT_LINE.match(line) else _ADDRESS.search(line)
+    return match.group(0) if match else ""
+
+
+def _addresses_by_line(notice: str, ours: set[str], find: Callable[[str], str]) -> list[tuple[str, str]]:
     found: dict[str, list[str]] = {}
     current = ""
     for line in notice.split("\n"):
-        hit = find(line)
-        address = (hit if isinstance(hit, str) else hit.group(0) if hit else "").rstrip(".-").lower()
+        address = find(line).rstrip(".-").lower()
         if address and address not in ours and not address.startswith("mailer-daemon@") and "." in address[1:]:
             current = address
             found.setdefault(current, []).append(line)
@@ -572,9 +569,8 @@ def classify_message(message: EmailMessage) -> Report:
     """`classify` of a message already parsed (the inbound server parses each message once)."""
     report_type = str(message.get_param("report-type", "", header="content-type") or "").lower()
 
-    feedback = _first_part(message, "message/feedback-report")
-    if feedback is not None or report_type == "feedback-report":
-        return _complaint(message, feedback)
+    if report_type == "feedback-report" or _first_part(message, "message/feedback-report") is not None:
+        return _complaint(message)
     vendor = _vendor_complaint(message) or _ses_notification(message)
     if vendor is not None:
         return vendor
