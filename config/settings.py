@@ -215,13 +215,31 @@ MAILSERVICE_INBOUND_MAX_BYTES = env_int("MAILSERVICE_INBOUND_MAX_BYTES", 25 * 10
 # How long a recipient found on a verified domain is accepted at RCPT without asking the database
 # again; whether the domain is still verified is checked anyway when its mail is stored.
 MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS = env_float("MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS", 5.0)
+# Messages received, parsed and stored at once (each a worker thread); the others wait before their
+# DATA is read, so peak memory is bounded by WORKERS x INBOUND_MAX_BYTES (README: Inbound mail).
+MAILSERVICE_INBOUND_WORKERS = env_int("MAILSERVICE_INBOUND_WORKERS", 4)
+# Parsing budget per message: a message that takes longer is stored raw, marked unparsed.
+MAILSERVICE_INBOUND_PARSE_SECONDS = env_float("MAILSERVICE_INBOUND_PARSE_SECONDS", 5.0)
+# Accept bounces to the unsigned VERP form `bounces+<id>@` (messages of the last 7 days only).
+MAILSERVICE_VERP_ACCEPT_UNSIGNED = env_bool("MAILSERVICE_VERP_ACCEPT_UNSIGNED", True)
+# STARTTLS on the inbound server (and the submission server): PEM certificate chain and key.
+MAILSERVICE_TLS_CERT_FILE = env_str("MAILSERVICE_TLS_CERT_FILE")
+MAILSERVICE_TLS_KEY_FILE = env_str("MAILSERVICE_TLS_KEY_FILE")
+# Soft bounces (4.x.x after the relay gave up): this many to one address within WINDOW_DAYS
+# suppress it for SUPPRESS_DAYS; hard bounces and complaints suppress for good.
+MAILSERVICE_SOFT_BOUNCE_LIMIT = env_int("MAILSERVICE_SOFT_BOUNCE_LIMIT", 3)
+MAILSERVICE_SOFT_BOUNCE_WINDOW_DAYS = env_int("MAILSERVICE_SOFT_BOUNCE_WINDOW_DAYS", 30)
+MAILSERVICE_SOFT_BOUNCE_SUPPRESS_DAYS = env_int("MAILSERVICE_SOFT_BOUNCE_SUPPRESS_DAYS", 7)
 
 # Safeguards: a domain is paused when, over its most recent sends (at most WINDOW_SENDS, none older
-# than WINDOW_HOURS), the bounce or complaint rate is over the limit. Below MIN_SENDS sends in the
-# window nothing is paused, so one early bounce cannot stop a new domain.
+# than WINDOW_HOURS), the bounce or complaint rate is over the limit AND there is evidence: at least
+# MIN_SENDS sends in the window and at least MIN_BOUNCES bounced (MIN_COMPLAINTS complained)
+# messages, so one early bounce or one forged complaint cannot stop a domain (README: Safeguards).
 MAILSERVICE_SAFEGUARD_WINDOW_SENDS = env_int("MAILSERVICE_SAFEGUARD_WINDOW_SENDS", 500)
 MAILSERVICE_SAFEGUARD_WINDOW_HOURS = env_int("MAILSERVICE_SAFEGUARD_WINDOW_HOURS", 24)
-MAILSERVICE_SAFEGUARD_MIN_SENDS = env_int("MAILSERVICE_SAFEGUARD_MIN_SENDS", 20)
+MAILSERVICE_SAFEGUARD_MIN_SENDS = env_int("MAILSERVICE_SAFEGUARD_MIN_SENDS", 100)
+MAILSERVICE_SAFEGUARD_MIN_BOUNCES = env_int("MAILSERVICE_SAFEGUARD_MIN_BOUNCES", 5)
+MAILSERVICE_SAFEGUARD_MIN_COMPLAINTS = env_int("MAILSERVICE_SAFEGUARD_MIN_COMPLAINTS", 3)
 MAILSERVICE_BOUNCE_RATE_LIMIT = env_float("MAILSERVICE_BOUNCE_RATE_LIMIT", 0.05)
 MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT", 0.001)
 

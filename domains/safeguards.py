@@ -2,6 +2,8 @@
 
 Mailbox providers throttle and block senders well before these rates become visible to them, so
 the service stops a domain on its own and leaves resuming to an operator (`resume_sending`).
+A rate alone is not evidence: a pause also needs a minimum volume of sends and a minimum number
+of bounced (complained) messages, so one report, forged or not, cannot stop a domain.
 """
 
 from dataclasses import dataclass
@@ -45,12 +47,17 @@ def _breach(health: SendingHealth) -> str | None:
     """Why the domain must stop, or None."""
     if health.sends < settings.MAILSERVICE_SAFEGUARD_MIN_SENDS:
         return None
-    for label, count, limit in (
-        ("bounce", health.bounces, settings.MAILSERVICE_BOUNCE_RATE_LIMIT),
-        ("complaint", health.complaints, settings.MAILSERVICE_COMPLAINT_RATE_LIMIT),
+    for label, count, limit, minimum in (
+        ("bounce", health.bounces, settings.MAILSERVICE_BOUNCE_RATE_LIMIT, settings.MAILSERVICE_SAFEGUARD_MIN_BOUNCES),
+        (
+            "complaint",
+            health.complaints,
+            settings.MAILSERVICE_COMPLAINT_RATE_LIMIT,
+            settings.MAILSERVICE_SAFEGUARD_MIN_COMPLAINTS,
+        ),
     ):
         rate = count / health.sends
-        if rate > limit:
+        if count >= minimum and rate > limit:
             return (
                 f"Automatic pause: {label} rate {rate * 100:.4g}% ({count} of the last {health.sends} sends) "
                 f"is over the {limit * 100:.4g}% limit"

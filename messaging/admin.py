@@ -14,6 +14,7 @@ from django.utils.safestring import mark_safe
 from mailservice.console import ConsoleModelAdmin, EstimatedCountPaginator, remote_images_requested, sandboxed_html
 from mailservice.errors import ApiError
 from messaging.models import Message, Suppression
+from messaging.selectors import recipient_outcomes
 from messaging.suppressions import normalize_address
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
@@ -52,6 +53,7 @@ class MessageAdmin(ConsoleModelAdmin):
     list_per_page = 50
     fieldsets = [
         (None, {"fields": ["public_id", "domain", "direction", "status", "created_at", "updated_at"]}),
+        ("Recipients", {"fields": ["recipient_outcomes"]}),
         ("Timeline", {"fields": ["timeline"]}),
         (
             "Addresses",
@@ -84,20 +86,43 @@ class MessageAdmin(ConsoleModelAdmin):
     bcc_list = _mailbox_list("bcc", "Bcc")
     reply_to_list = _mailbox_list("reply_to", "Reply-To")
 
+    @admin.display(description="Outcome per recipient")
+    def recipient_outcomes(self, message: Message) -> str:
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td><strong>{}</strong></td><td>{}</td><td>{}</td></tr>",
+            (
+                (outcome.address, outcome.label, outcome.status_code, outcome.detail)
+                for outcome in recipient_outcomes(message=message)
+            ),
+        )
+        return format_html(
+            '<table id="recipient-outcomes" style="width:100%"><thead><tr><th>Recipient</th><th>Outcome</th>'
+            "<th>Status</th><th>Detail</th></tr></thead><tbody>{}</tbody></table>",
+            rows or mark_safe("<tr><td colspan=4>No recipients</td></tr>"),  # noqa: S308 - a constant
+        )
+
     @admin.display(description="Events")
     def timeline(self, message: Message) -> str:
         rows = format_html_join(
             "",
-            "<tr><td style='white-space:nowrap'>{}</td><td><strong>{}</strong></td><td>{}</td><td>{}</td></tr>",
+            "<tr><td style='white-space:nowrap'>{}</td><td><strong>{}</strong></td><td>{}</td><td>{}</td>"
+            "<td>{}</td></tr>",
             (
-                (f"{event.created_at:%Y-%m-%d %H:%M:%S} UTC", event.get_type_display(), event.recipient, event.detail)
+                (
+                    f"{event.created_at:%Y-%m-%d %H:%M:%S} UTC",
+                    event.get_type_display(),
+                    event.recipient,
+                    event.status_code or event.feedback_type,
+                    event.detail,
+                )
                 for event in message.events.all()
             ),
         )
         return format_html(
             '<table id="timeline" style="width:100%"><thead><tr><th>When</th><th>Event</th><th>Recipient</th>'
-            "<th>Detail</th></tr></thead><tbody>{}</tbody></table>",
-            rows or mark_safe("<tr><td colspan=4>No events yet</td></tr>"),  # noqa: S308 - a constant
+            "<th>Status</th><th>Detail</th></tr></thead><tbody>{}</tbody></table>",
+            rows or mark_safe("<tr><td colspan=5>No events yet</td></tr>"),  # noqa: S308 - a constant
         )
 
     @admin.display(description="Template")
@@ -157,7 +182,7 @@ class SuppressionForm(forms.ModelForm):
 @admin.register(Suppression)
 class SuppressionAdmin(ConsoleModelAdmin):
     form = SuppressionForm
-    list_display = ["address", "domain", "reason", "created_at", "source_message"]
+    list_display = ["address", "domain", "reason", "created_at", "expires", "source_message"]
     list_filter = ["domain", "reason"]
     list_select_related = ["domain", "source_message"]
     search_fields = ["address"]
@@ -168,9 +193,16 @@ class SuppressionAdmin(ConsoleModelAdmin):
         return (
             ["domain", "address", "reason", "detail"]
             if obj is None
-            else ["domain", "address", "reason", "detail", "source_message", "created_at"]
+            else ["domain", "address", "reason", "detail", "source_message", "created_at", "expires"]
         )
+
+    @admin.display(description="Expires")
+    def expires(self, entry: Suppression) -> str:
+        if entry.expires_at is None:
+            return "never"
+        state = "expired" if entry.expired else "in force until"
+        return f"{state} {entry.expires_at:%Y-%m-%d %H:%M} UTC"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Suppression | None = None) -> list[str]:
         # A suppression is added or removed, never rewritten into another address.
-        return [] if obj is None else ["domain", "address", "reason", "source_message", "created_at"]
+        return [] if obj is None else ["domain", "address", "reason", "source_message", "created_at", "expires"]

@@ -32,7 +32,8 @@ from domains.models import SendingControl
 from domains.selectors import SigningKey, dkim_signing_keys, global_sending_paused
 from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.mime import UnsendableMessage, envelope_for, parsed_address, render_message
-from messaging.models import EventType, Message, MessageEvent, Status, Suppression
+from messaging.models import EventType, Message, MessageEvent, Status
+from messaging.suppressions import active_suppressions
 from messaging.transports import Connection, SendResult, transport
 
 logger = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ def _suppressed(messages: list[Message]) -> set[tuple[int, str]]:
             addresses.update(_recipients(message))
     if not addresses:
         return set()
-    listed = Suppression.objects.filter(domain_id__in={m.domain_id for m in messages}, address__in=addresses)
+    listed = active_suppressions().filter(domain_id__in={m.domain_id for m in messages}, address__in=addresses)
     return set(listed.values_list("domain_id", "address"))
 
 

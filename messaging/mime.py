@@ -26,6 +26,7 @@ from email.utils import format_datetime
 
 from mailservice.mailbox import Address, InvalidAddress, canonical_domain, parse_address, split_mailbox
 from messaging.models import Message
+from messaging.verp import verp_local_part
 
 MAX_LINE = 78  # RFC 5322 2.1.1: lines SHOULD be at most 78 characters, excluding the CRLF
 
@@ -153,7 +154,7 @@ def envelope_for(*, message: Message, recipients: list[str], return_path_domain:
 
     `recipients` are wire forms (`Address.wire`); the transport writes them between < > as they are."""
     mail_from = (
-        f"bounces+{message.public_id}@{canonical_domain(return_path_domain, trailing_dot=True)}"
+        f"{verp_local_part(message.public_id)}@{canonical_domain(return_path_domain, trailing_dot=True)}"
         if return_path_domain
         else parsed_address(message.from_address).wire
     )

@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils import timezone
 
 from domains.models import Domain
 from mailservice.ids import public_id
@@ -80,7 +81,8 @@ class EventType(models.TextChoices):
     DEFERRED = "deferred", "deferred (temporary failure, will retry)"
     DELIVERED = "delivered"
     RECIPIENT_REJECTED = "recipient_rejected"
-    BOUNCED = "bounced"
+    BOUNCED = "bounced", "bounced (permanent failure)"
+    SOFT_BOUNCED = "soft_bounced", "soft bounced (the relay gave up on a temporary failure)"
     DELAYED = "delayed", "delayed (DSN reported a delay)"
     FAILED = "failed"
     SUPPRESSED = "suppressed"
@@ -94,12 +96,27 @@ class MessageEvent(models.Model):
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="events")
     type = models.CharField(max_length=20, choices=EventType.choices)
     recipient = models.CharField(max_length=320, blank=True)
-    detail = models.TextField(blank=True, help_text="e.g. the SMTP reply")
+    detail = models.TextField(blank=True, help_text="e.g. the SMTP reply, or a report's diagnostic")
+    # db_default: the one-statement INSERTs of dispatch and inbound name only the columns they set.
+    status_code = models.CharField(
+        max_length=16, blank=True, default="", db_default="", help_text="The enhanced status code, e.g. 5.1.1"
+    )
+    feedback_type = models.CharField(
+        max_length=32, blank=True, default="", db_default="", help_text="A complaint's ARF Feedback-Type"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["created_at", "id"]
+        indexes = [
+            # soft-bounce streaks: an address's recent soft bounces (messaging.inbound.services)
+            models.Index(
+                fields=["recipient", "created_at"],
+                condition=models.Q(type="soft_bounced"),
+                name="event_soft_bounce_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.message_id} {self.type}"
@@ -107,6 +124,7 @@ class MessageEvent(models.Model):
 
 class SuppressionReason(models.TextChoices):
     BOUNCE = "bounce"
+    SOFT_BOUNCE = "soft_bounce", "soft bounces (expires)"
     COMPLAINT = "complaint"
     MANUAL = "manual"
 
@@ -118,9 +136,12 @@ class Suppression(models.Model):
     address = models.CharField(
         max_length=320, help_text="The address as suppressions compare it: case-folded local part, A-label domain"
     )
-    reason = models.CharField(max_length=10, choices=SuppressionReason.choices)
+    reason = models.CharField(max_length=16, choices=SuppressionReason.choices)
     source_message = models.ForeignKey(Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     detail = models.TextField(blank=True)
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Empty: permanent. Soft-bounce suppressions lapse at this time"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -130,3 +151,7 @@ class Suppression(models.Model):
 
     def __str__(self) -> str:
         return f"{self.address} ({self.domain}, {self.reason})"
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()

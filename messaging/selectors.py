@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from domains.models import Domain
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
-from messaging.models import Direction, Message, Status
+from mailservice.mailbox import address_of
+from messaging.models import Direction, EventType, Message, Status
 
 _CURSOR_SALT = "messaging.message_list.cursor"
 # Columns a list item needs: bodies and raw source stay on disk.
@@ -102,3 +103,49 @@ def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRat
     empty = DeliveryRates(sent=0, bounced=0, complained=0)
     found = {row["domain_id"]: DeliveryRates(row["sent"], row["bounced"], row["complained"]) for row in rows}
     return {domain_id: found.get(domain_id, empty) for domain_id in domain_ids}
+
+
+@dataclass(frozen=True)
+class RecipientOutcome:
+    address: str
+    label: str  # delivered, deferred, bounced (hard), soft bounced, complained, suppressed, ...
+    status_code: str = ""
+    detail: str = ""
+
+
+# The event that decides a recipient's outcome, strongest first: what the recipient did overrides
+# what the relay said, and a final failure overrides a delay.
+_DECISIVE = {
+    EventType.COMPLAINED: "complained",
+    EventType.BOUNCED: "bounced (hard)",
+    EventType.SOFT_BOUNCED: "bounced (soft)",
+    EventType.SUPPRESSED: "suppressed",
+    EventType.RECIPIENT_REJECTED: "rejected by the relay",
+    EventType.DELAYED: "delayed",
+}
+# Without an event naming the recipient, the message's own status speaks for each of them.
+_BY_STATUS = {
+    Status.ACCEPTED: "pending",
+    Status.DELIVERED: "delivered",
+    Status.BOUNCED: "bounced (hard)",
+    Status.COMPLAINED: "delivered",
+    Status.FAILED: "failed",
+    Status.RECEIVED: "received",
+}
+
+
+def recipient_outcomes(*, message: Message) -> list[RecipientOutcome]:
+    """Each envelope recipient (To, Cc, Bcc, once each) with its outcome, for the console's message page."""
+    history = list(message.events.all())
+    events = [event for event in history if event.recipient]
+    deferred = message.status == Status.ACCEPTED and any(event.type == EventType.DEFERRED for event in history)
+    outcomes = []
+    for address in dict.fromkeys(address_of(mailbox).lower() for mailbox in message.to + message.cc + message.bcc):
+        mine = [event for event in events if event.recipient.lower() == address]
+        decisive = next((e for kind in _DECISIVE for e in reversed(mine) if e.type == kind), None)
+        if decisive is not None:
+            outcome = RecipientOutcome(address, _DECISIVE[decisive.type], decisive.status_code, decisive.detail)
+        else:
+            outcome = RecipientOutcome(address, "deferred" if deferred else _BY_STATUS.get(message.status, ""))
+        outcomes.append(outcome)
+    return outcomes

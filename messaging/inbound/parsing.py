@@ -9,18 +9,53 @@ import codecs
 import email
 import email.policy
 import re
+import time
 from dataclasses import dataclass
+from email.feedparser import FeedParser
 from email.header import Header, decode_header
 from email.message import Message as EmailMessage
 from email.utils import getaddresses
-from html.parser import HTMLParser
+
+from lxml import etree
 
 _FALLBACK_CHARSETS = ("utf-8", "cp1252")
+_HORIZONTAL_SPACE = re.compile(r"[ \t\r\f\v\xa0]+")
+_BLANK_LINES = re.compile(r"\n{3,}")
+_FOLD = re.compile(r"\r?\n[ \t]+")
 
 
-def parse_bytes(raw: bytes) -> EmailMessage:
-    """The compat32 parser never raises on malformed input; it records defects instead."""
-    return email.message_from_bytes(raw, policy=email.policy.compat32)
+_FEED_CHUNK = 256 * 1024  # characters fed to the parser between two looks at the clock
+# Codecs Python offers that no mail charset names: they decode backslash escapes into any code
+# point (NUL, lone surrogates), so a part declaring one is read with the fallbacks instead.
+_NOT_MAIL_CHARSETS = {"unicode_escape", "raw_unicode_escape", "unicode_internal", "escape_codec", "punycode"}
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class ParseBudgetExceeded(Exception):
+    """Parsing took longer than the per-message budget."""
+
+
+class UnparsableMessage(Exception):
+    """Content no parser can read, whatever the time: e.g. MIME nested thousands deep."""
+
+
+def parse_bytes(raw: bytes, *, deadline: float | None = None) -> EmailMessage:
+    """The compat32 parser never raises on malformed input; it records defects instead.
+
+    With a `deadline` (time.monotonic()), the bytes are fed in chunks and ParseBudgetExceeded is
+    raised once it has passed. MIME nested deeper than Python's recursion limit cannot be parsed
+    at all: UnparsableMessage.
+    """
+    parser = FeedParser(policy=email.policy.compat32)
+    text = raw.decode("ascii", errors="surrogateescape")  # what email.message_from_bytes does
+    try:
+        for start in range(0, len(text), _FEED_CHUNK):
+            parser.feed(text[start : start + _FEED_CHUNK])
+            if deadline is not None and time.monotonic() > deadline:
+                raise ParseBudgetExceeded
+        return parser.close()
+    except RecursionError:
+        raise UnparsableMessage("MIME structure nested too deep to parse") from None
 
 
 def decode_bytes(data: bytes, charset: str | None = None) -> str:
@@ -28,7 +63,8 @@ def decode_bytes(data: bytes, charset: str | None = None) -> str:
     candidates = [charset] if charset else []
     for candidate in [*candidates, *_FALLBACK_CHARSETS]:
         try:
-            codecs.lookup(candidate)
+            if codecs.lookup(candidate).name.replace("-", "_") in _NOT_MAIL_CHARSETS:
+                continue
             return data.decode(candidate)
         except (LookupError, UnicodeDecodeError):
             continue
@@ -44,8 +80,8 @@ def _raw_header_text(value: str) -> str:
 
 
 def storable(text: str) -> str:
-    """PostgreSQL text cannot hold NUL characters, which broken mail does contain."""
-    return text.replace("\x00", "")
+    """PostgreSQL text cannot hold NUL characters, nor UTF-8 lone surrogates (e.g. from a utf-7 part)."""
+    return _LONE_SURROGATE.sub("\ufffd", text.replace("\x00", ""))
 
 
 def decode_header_value(value: str | Header | None) -> str:
@@ -58,7 +94,7 @@ def decode_header_value(value: str | Header | None) -> str:
         text = "".join(chunk if isinstance(chunk, str) else decode_bytes(chunk, charset) for chunk, charset in chunks)
     else:
         text = _raw_header_text(value)
-    text = re.sub(r"\r?\n[ \t]+", " ", text)
+    text = _FOLD.sub(" ", text)
     if "=?" not in text:
         return text.strip()
     try:
@@ -97,38 +133,40 @@ def part_text(part: EmailMessage) -> str | None:
     return decode_bytes(payload, part.get_content_charset())
 
 
-class _TextExtractor(HTMLParser):
-    _SKIPPED = {"script", "style", "head", "title"}
-    _BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "table", "ul", "ol", "blockquote"}
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.chunks: list[str] = []
-        self._skipping = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in self._SKIPPED:
-            self._skipping += 1
-        elif tag in self._BLOCKS:
-            self.chunks.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._SKIPPED:
-            self._skipping = max(0, self._skipping - 1)
-        elif tag in self._BLOCKS:
-            self.chunks.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self._skipping:
-            self.chunks.append(data)
+_SKIPPED = {"script", "style", "head", "title", "template"}
+_BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "table", "ul", "ol", "blockquote"}
 
 
 def html_to_text(html: str) -> str:
-    extractor = _TextExtractor()
-    extractor.feed(html)
-    extractor.close()
-    lines = (re.sub(r"[ \t\r\f\v\xa0]+", " ", line).strip() for line in "".join(extractor.chunks).split("\n"))
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    """The text of an HTML body, a line break around each block.
+
+    libxml2 (through lxml) parses in linear time and stops nesting at 256 levels, so hostile markup
+    (`"<a\\n" * N`, thousands of unclosed tags) costs milliseconds; the stdlib's html.parser was
+    quadratic on such input.
+    """
+    parser = etree.HTMLParser(encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True)
+    try:
+        root = etree.fromstring(html.encode("utf-8", "replace"), parser)
+    except (etree.LxmlError, ValueError):
+        return ""
+    if root is None:
+        return ""
+    chunks: list[str] = []
+    skipping = 0
+    for event, element in etree.iterwalk(root, events=("start", "end")):
+        tag = element.tag if isinstance(element.tag, str) else ""
+        if event == "start":
+            skipping += tag in _SKIPPED
+            chunks.append("\n" if tag in _BLOCKS else "")
+            if not skipping and element.text:
+                chunks.append(element.text)
+        else:
+            skipping -= tag in _SKIPPED
+            chunks.append("\n" if tag in _BLOCKS and tag != "br" else "")  # <br> is one break, not two
+            if not skipping and element.tail:
+                chunks.append(element.tail)
+    lines = (_HORIZONTAL_SPACE.sub(" ", line).strip() for line in "".join(chunks).split("\n"))
+    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
 
 
 def _inline_parts(message: EmailMessage, content_type: str) -> list[EmailMessage]:
@@ -161,7 +199,10 @@ class ReceivedMail:
 
 
 def parse_received(raw: bytes) -> ReceivedMail:
-    message = parse_bytes(raw)
+    return received_fields(parse_bytes(raw))
+
+
+def received_fields(message: EmailMessage) -> ReceivedMail:
     text = body_text(message)
     return ReceivedMail(
         from_address=storable(header(message, "From")),

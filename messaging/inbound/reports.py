@@ -1,22 +1,53 @@
-"""Classify mail sent back to us: delivery status notifications (bounces, delays) and ARF complaints.
+"""Classify mail sent back to us: delivery status notifications (bounces, delays) and complaints.
 
-The standard forms come first: RFC 3464 `multipart/report; report-type=delivery-status` and
-RFC 5965 `multipart/report; report-type=feedback-report`. Many MTAs (qmail, older Exim, broken
-relays) still send plain-text bounces, so a message from a mailer daemon, or with a bounce
-subject, falls back to reading the recipients and SMTP codes out of the text. Auto-replies
-(vacation notices) are not reports. Nothing here raises on malformed input.
+`classify(raw)` is pure (bytes in, a `Report` out) so that corpora of real reports can be run
+against it. The rules come from the formats, in this order:
+
+1. RFC 5965 ARF (`message/feedback-report`), one complaint per `Original-Rcpt-To` (a report may
+   name several), and the other complaint formats: Microsoft JMRP (the complained-about message
+   attached with `X-HmXmrOriginalRecipient`) and Apple's unsubscribe (`X-Apple-Unsubscribe`).
+2. RFC 3464 DSNs (`message/delivery-status`) and RFC 6533 global DSNs
+   (`message/global-delivery-status`, UTF-8 fields, `utf-8;` address types with `\\x{HH}` escapes).
+   `Action: failed` (and the `failure`/`error`/`expired` variants real MTAs write) is final:
+   with a 5.x.x status (RFC 3463 permanent) it is a hard `bounce`, with 4.x.x a `soft_bounce`
+   (the relay gave up on a temporary condition, e.g. 4.2.2 mailbox full). `delayed` is a `delay`.
+3. Auto-replies are not reports: RFC 3834 `Auto-Submitted: auto-replied` from anyone but a mail
+   system, `X-Autoreply`/`X-Autorespond`, `Precedence: auto_reply`, vacation and
+   challenge-response subjects.
+4. A plain-text bounce from a mailer daemon (or with a bounce subject or `X-Failed-Recipients`):
+   the recipients and codes are read from the first lines of the notice.
+
+Every heuristic reads a bounded region (NOTICE_LIMIT characters, lines cut at LINE_LIMIT) with
+regexes free of nested quantifiers, so the cost is linear in the input whatever it holds. Nothing
+here raises on malformed input.
 """
 
+import json
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.message import Message as EmailMessage
 from enum import StrEnum
 
-from messaging.inbound.parsing import addresses, body_text, decode_header_value, header, parse_bytes, part_text
+from messaging.inbound.parsing import (
+    UnparsableMessage,
+    addresses,
+    body_text,
+    decode_bytes,
+    decode_header_value,
+    header,
+    parse_bytes,
+    part_text,
+)
+
+NOTICE_LIMIT = 64 * 1024  # characters of a notice the plain-text heuristics read
+LINE_LIMIT = 1000  # RFC 5322's line length: longer lines are cut before any pattern sees them
+HEADER_LIMIT = 4096  # characters of one header value the heuristics read
 
 
 class Outcome(StrEnum):
     BOUNCE = "bounce"  # permanent failure: the recipient will not get it
+    SOFT_BOUNCE = "soft_bounce"  # the relay gave up after temporary failures (4.x.x with a final action)
     DELAY = "delay"  # transient: the remote MTA is still trying
     COMPLAINT = "complaint"
 
@@ -26,7 +57,8 @@ class RecipientReport:
     address: str  # lower-case bare address; "" when the report redacts it
     outcome: Outcome
     status: str = ""  # the enhanced status code, e.g. 5.1.1
-    diagnostic: str = ""  # e.g. "smtp; 550 5.1.1 <a@example.org>: user unknown", or the ARF feedback type
+    diagnostic: str = ""  # e.g. "smtp; 550 5.1.1 <a@example.org>: user unknown"
+    feedback_type: str = ""  # complaints: the ARF Feedback-Type (abuse, opt-out, ...)
 
     @property
     def detail(self) -> str:
@@ -40,9 +72,9 @@ class Report:
 
     @property
     def kind(self) -> str:
-        """bounce, delay, complaint, or none (not a report we can act on)."""
+        """complaint, bounce, soft_bounce, delay, or none (not a report we can act on)."""
         outcomes = {recipient.outcome for recipient in self.recipients}
-        for outcome in (Outcome.COMPLAINT, Outcome.BOUNCE, Outcome.DELAY):
+        for outcome in (Outcome.COMPLAINT, Outcome.BOUNCE, Outcome.SOFT_BOUNCE, Outcome.DELAY):
             if outcome in outcomes:
                 return outcome.value
         return "none"
@@ -50,76 +82,152 @@ class Report:
 
 NOT_A_REPORT = Report()
 
-_ENHANCED_STATUS = re.compile(r"\b([245]\.\d{1,3}\.\d{1,3})\b")
-_SMTP_REPLY = re.compile(r"\b([45]\d\d)[ -]")
-_MESSAGE_ID_LINE = re.compile(r"^message-id:\s*(<[^<>\s]+>)", re.IGNORECASE | re.MULTILINE)
-_ADDRESS = r"[^\s<>@,;:\"()\[\]]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
-# Postfix and qmail: "<rcpt@example.org>: host ... said: 550 ..."; Exim: the address alone on a line.
-_FAILED_ADDRESS_LINE = re.compile(rf"^\s*<({_ADDRESS})>\s*:|^\s+<?({_ADDRESS})>?\s*:?\s*$", re.MULTILINE)
-# Where a plain-text bounce starts quoting the original message: addresses below are not failures.
-_ORIGINAL_COPY = re.compile(
-    r"^\s*-{2,}\s*(this is a copy|below this line|original message|the original message|undelivered message)"
-    r"|^\s*(original message follows|--- ?below this line)",
-    re.IGNORECASE | re.MULTILINE,
-)
-_DAEMON_SENDER = re.compile(r"mailer-daemon|postmaster|mail delivery (subsystem|system)", re.IGNORECASE)
-_BOUNCE_SUBJECT = re.compile(
-    r"undeliver|returned mail|delivery status notification|delivery (failure|has failed|problem)"
-    r"|mail delivery failed|failure notice|could not be delivered|non-?delivery|delayed mail|delivery delayed",
+# Failure statuses only (RFC 3463 classes 4 and 5): a transcript's 2.x.x successes are no evidence.
+_ENHANCED_STATUS = re.compile(r"\b([45])\.(\d{1,3})\.(\d{1,3})\b")
+_SMTP_REPLY = re.compile(r"(?<![\d.])([45]\d\d)(?:[ -]|$)")
+_MESSAGE_ID_LINE = re.compile(r"^[ \t>]*message-id:[ \t]*(<[^<>\s]{1,250}>)", re.IGNORECASE)
+# An address as bounces print it. Each part is a single character class with a bounded repeat,
+# and lines are cut at LINE_LIMIT, so a search costs at most LINE_LIMIT steps per start position.
+_LOCAL_PART = r"[^\s<>@,;:\"()\[\]'`|=/]{1,64}"  # any UTF-8 (RFC 6531) but no delimiter or path
+_DOMAIN = r"[A-Za-z0-9][A-Za-z0-9.\-]{0,252}"  # as printed by MTAs: ASCII (IDNA)
+_ADDRESS = re.compile(f"{_LOCAL_PART}@{_DOMAIN}")
+# Where notices name a failed recipient: the address alone on its line (Exim, Exchange), "<rcpt>:"
+# (Postfix, qmail), "rcpt... reason" (Sendmail), a labelled field, or an SMTP RCPT command.
+_RECIPIENT_LINE = re.compile(
+    rf"^[ \t>]*(?:(?:in|out)[ \t]*:[ \t]*)?(?:[45]\d\d[ \t-]{{1,9}})?(?:"
+    rf"<?(?P<alone>{_LOCAL_PART}@{_DOMAIN})>?[ \t]*[:.,;]?[ \t]*$"
+    rf"|<(?P<colon>{_LOCAL_PART}@{_DOMAIN})>[ \t]*:"
+    rf"|<?(?P<reason>{_LOCAL_PART}@{_DOMAIN})>?(?:\.\.\.|:)[ \t]"
+    rf"|(?:rcpt to|(?:failed |original |final )?recipient(?: address)?|address|to)[ \t]*:[ \t]*(?:rfc822;[ \t]*)?"
+    rf"<?(?P<field>{_LOCAL_PART}@{_DOMAIN}))",
     re.IGNORECASE,
 )
-_AUTO_REPLY_SUBJECT = re.compile(r"^(automatic reply|auto(matic)?[- ]?(reply|response)|out of (the )?office)", re.I)
-_PERMANENT_WORDS = re.compile(r"permanent(ly)?|given up|giving up|not going to try again", re.IGNORECASE)
+# Where a plain-text bounce starts quoting the original message: addresses below are not failures.
+_ORIGINAL_COPY = re.compile(
+    # "------ This is a copy of the message ------", "--- The header of the original message ---"
+    r"^[ \t]*-{2,}[^\n]{0,40}?(copy|original|below this line|undelivered message|returned message|headers? follow)"
+    r"|^[ \t]*(original message follows|below this line is a copy|message headers follow|unsent message below"
+    r"|here is a copy|the headers of the original|content-type: message/rfc822|received: from|return-path:)",
+    re.IGNORECASE,
+)
+_DAEMON = re.compile(
+    r"mailer-daemon|post_?master|mail delivery (subsystem|system)|mail ?administrator|mailadmin|mail-?router"
+    r"|mail ?delivery|(delivery|notification)[-_ ]?(status|system|agent)|^\W*(root|mail|smtp)@",
+    re.IGNORECASE,
+)
+_BOUNCE_SUBJECT = re.compile(
+    r"undeliver|returned mail|return(ed)? to sender|delivery status notification|delivery (failure|has failed|problem)"
+    r"|delivery (notification|report)|mail delivery failed|failure notice|could not be delivered|non-?delivery"
+    r"|delayed mail|delivery delayed|mail system error|failed delivery|delivery failed|not delivered"
+    r"|message failure|rejected|unable to deliver|warning: could not send|nondeliverable|error sending message",
+    re.IGNORECASE,
+)
+_AUTO_REPLY_SUBJECT = re.compile(
+    r"^\W*(auto(matic)?[- ]?(reply|response|antwort)|out of (the )?office|vacation|away from|i am away"
+    r"|abwesenheit|absence|r[ée]ponse automatique|risposta automatica|respuesta autom)"
+    # Challenge-response systems ask the sender to prove they are human before delivering.
+    r"|please confirm your (e-?mail|message)|verify your (e-?mail|message)|approval required|challenge",
+    re.IGNORECASE,
+)
+_PERMANENT_WORDS = re.compile(
+    r"permanent(ly)?|given up|giving up|not going to try again|no such (user|mailbox|address)|user unknown"
+    r"|unknown user|does not exist|doesn'?t exist|not exist|invalid (recipient|address|mailbox)|address rejected",
+    re.IGNORECASE,
+)
+# Without a status code: the relay gave up on a condition that may clear (RFC 3463 4.2.2, 4.4.7).
+_SOFT_WORDS = re.compile(
+    r"mailbox (is )?full|over ?quota|quota exceeded|exceeded (the )?(storage|quota)|retry time(out)? (not )?exceeded"
+    r"|message (has been )?expired|too many (hops|retries)|delivery time ?out|could not be delivered within",
+    re.IGNORECASE,
+)
+# Lines of a notice that carry addresses that did not fail: quoted header fields, the SMTP MAIL command.
+_NOT_A_RECIPIENT_LINE = re.compile(
+    r"^[ \t>]*(in:[ \t]*)?(message-id|from|sender|reply-to|return-path|date|subject|references|in-reply-to"
+    r"|received|mail from|x-[\w-]+)[ \t]*:",
+    re.IGNORECASE,
+)
 _DELAY_WORDS = re.compile(
-    r"not yet been delivered|delivery (is )?delayed|will (continue|keep|retry)|still trying|temporar(y|ily)",
+    r"not yet been delivered|delivery (is |has been )?delayed|will (continue|keep|retry|try)|still trying"
+    r"|retry(ing)? (until|for)|warning: message|delivery attempts will continue|delayed",
     re.IGNORECASE,
 )
 # ARF feedback types that are not complaints about our mail (RFC 6650 not-spam, RFC 6591 auth failures).
 _NOT_COMPLAINTS = {"not-spam", "auth-failure"}
+_FINAL_ACTIONS = {"failed", "failure", "error", "expired", "undeliverable", "bounced", "bounce"}
+_DELAY_ACTIONS = {"delayed", "delay", "deferred"}
+_UTF8_ESCAPE = re.compile(r"\\x\{([0-9A-Fa-f]{1,6})\}")
 
 
-def _fields(text: str) -> list[dict[str, str]]:
-    """`Name: value` blocks separated by blank lines (RFC 3464 and RFC 5965 report bodies)."""
-    blocks: list[dict[str, str]] = []
-    current: dict[str, str] = {}
+def _lines(text: str) -> Iterator[str]:
+    """The first NOTICE_LIMIT characters of `text`, line by line, each cut at LINE_LIMIT."""
+    for line in text[:NOTICE_LIMIT].splitlines():
+        yield line[:LINE_LIMIT]
+
+
+def _fields(text: str) -> list[dict[str, list[str]]]:
+    """`Name: value` blocks separated by blank lines (RFC 3464 and RFC 5965 report bodies); every value kept."""
+    blocks: list[dict[str, list[str]]] = []
+    current: dict[str, list[str]] = {}
     name = ""
-    for line in text.splitlines():
+    for line in _lines(text):
         if not line.strip():
             if current:
                 blocks.append(current)
             current, name = {}, ""
         elif line[0] in " \t" and name:
-            current[name] += " " + line.strip()
+            current[name][-1] += " " + line.strip()
         elif ":" in line:
             name, _, value = line.partition(":")
             name = name.strip().lower()
-            current.setdefault(name, value.strip())
+            current.setdefault(name, []).append(value.strip())
     if current:
         blocks.append(current)
     return blocks
 
 
-def _report_blocks(part: EmailMessage) -> list[dict[str, str]]:
+def _report_blocks(part: EmailMessage) -> list[dict[str, list[str]]]:
     """The parser pre-splits message/* parts into header blocks; a mislabelled part is plain text."""
     payload = part.get_payload()
     if isinstance(payload, list):
-        blocks = []
+        blocks: list[dict[str, list[str]]] = []
         for block in payload:
-            fields = {name.lower(): decode_header_value(value) for name, value in block.items()}
-            trailing = block.get_payload()
-            blocks += [fields, *_fields(trailing)] if isinstance(trailing, str) else [fields]
+            if not isinstance(block, EmailMessage):
+                continue
+            fields: dict[str, list[str]] = {}
+            for name, value in block.items():
+                fields.setdefault(name.lower(), []).append(decode_header_value(value)[:HEADER_LIMIT])
+            # The bytes, not get_payload(): that would replace undeclared 8-bit (RFC 6533 UTF-8) with U+FFFD.
+            trailing = None if block.is_multipart() else block.get_payload(decode=True)
+            blocks += [fields, *_fields(decode_bytes(trailing))] if isinstance(trailing, bytes) else [fields]
         return [block for block in blocks if block]
     return _fields(part_text(part) or "")
 
 
+def _first(block: dict[str, list[str]], name: str) -> str:
+    values = block.get(name)
+    return values[0] if values else ""
+
+
 def _bare(value: str) -> str:
-    """'rfc822; <A@Example.org>' -> 'a@example.org'."""
-    address = value.rpartition(";")[2].strip().strip("<>").strip()
-    return address.lower() if "@" in address else ""
+    """'rfc822; <A@Example.org>' -> 'a@example.org'; 'utf-8; zo\\x{EB}@example.org' -> 'zoë@example.org'."""
+    address_type, semicolon, address = value.partition(";")
+    if not semicolon:
+        address = address_type
+    elif address_type.strip().lower() in {"utf-8", "unknown"}:
+        address = _UTF8_ESCAPE.sub(lambda match: _code_point(match.group(1)), address)
+    address = address.strip().strip("<>").strip().strip('"').strip()
+    if "<" in address:  # "Name <a@example.org>"
+        address = address.rpartition("<")[2].partition(">")[0]
+    return address.lower() if "@" in address and " " not in address else ""
+
+
+def _code_point(hex_digits: str) -> str:
+    value = int(hex_digits, 16)
+    return chr(value) if value <= 0x10FFFF and not 0xD800 <= value <= 0xDFFF else "\ufffd"
 
 
 def _normalise_message_id(value: str) -> str:
-    value = value.strip()
+    value = value.strip()[:HEADER_LIMIT]
     if not value:
         return ""
     return value if value.startswith("<") else f"<{value.strip('<>')}>"
@@ -130,12 +238,13 @@ def _original_message_id(message: EmailMessage) -> str:
     texts = []
     for part in message.walk():
         content_type = part.get_content_type()
-        if content_type == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
-            found = header(part.get_payload()[0], "Message-ID")
+        if content_type in {"message/rfc822", "message/global"} and isinstance(part.get_payload(), list):
+            embedded = part.get_payload()
+            found = header(embedded[0], "Message-ID") if embedded else ""
             if found:
                 return _normalise_message_id(found)
-        elif content_type == "text/rfc822-headers":
-            found = header(parse_bytes((part_text(part) or "").encode("utf-8", "replace")), "Message-ID")
+        elif content_type in {"text/rfc822-headers", "message/global-headers"}:
+            found = header(parse_bytes((part_text(part) or "")[:NOTICE_LIMIT].encode("utf-8", "replace")), "Message-ID")
             if found:
                 return _normalise_message_id(found)
         elif part is not message or not part.is_multipart():
@@ -143,9 +252,10 @@ def _original_message_id(message: EmailMessage) -> str:
             if text:
                 texts.append(text)
     for text in texts:
-        match = _MESSAGE_ID_LINE.search(text)
-        if match:
-            return match.group(1)
+        for line in _lines(text):
+            match = _MESSAGE_ID_LINE.match(line)
+            if match:
+                return match.group(1)
     return ""
 
 
@@ -153,95 +263,317 @@ def _first_part(message: EmailMessage, *content_types: str) -> EmailMessage | No
     return next((part for part in message.walk() if part.get_content_type() in content_types), None)
 
 
+def _status_in(text: str) -> str:
+    match = _ENHANCED_STATUS.search(text[:LINE_LIMIT])
+    return ".".join(match.groups()) if match else ""
+
+
+def _final_outcome(status: str, evidence: str) -> Outcome:
+    """A final failure: hard when the status (or, lacking one, the SMTP reply) is permanent."""
+    if status:
+        return Outcome.BOUNCE if status.startswith("5") else Outcome.SOFT_BOUNCE
+    reply = _SMTP_REPLY.search(evidence[:LINE_LIMIT])
+    return Outcome.SOFT_BOUNCE if reply and reply.group(1).startswith("4") else Outcome.BOUNCE
+
+
 def _dsn_recipients(part: EmailMessage) -> list[RecipientReport] | None:
     """Failed and delayed recipients; None when the part names no recipient at all (a broken report)."""
+    return _dsn_fields_recipients(_report_blocks(part))
+
+
+def _dsn_fields_recipients(blocks: list[dict[str, list[str]]]) -> list[RecipientReport] | None:
+    """The recipients RFC 3464 per-recipient fields report on; None when no block names a recipient."""
     recipients, named = [], False
-    for block in _report_blocks(part):
-        address = _bare(block.get("original-recipient", "")) or _bare(block.get("final-recipient", ""))
+    for block in blocks:
+        address = _bare(_first(block, "original-recipient")) or _bare(_first(block, "final-recipient"))
         if not address:
             continue
         named = True
-        action = block.get("action", "").split()[0].lower() if block.get("action") else ""
-        status_match = _ENHANCED_STATUS.search(block.get("status", ""))
-        status = status_match.group(1) if status_match else ""
-        if action == "failed" or (not action and status.startswith("5")):
-            outcome = Outcome.BOUNCE
-        elif action == "delayed" or (not action and status.startswith("4")):
+        action = (_first(block, "action").split() or [""])[0].lower().strip(".;:")
+        diagnostic = _first(block, "diagnostic-code")
+        status = _status_in(_first(block, "status"))
+        if action in _FINAL_ACTIONS:
+            outcome = _final_outcome(status, diagnostic)
+        elif action in _DELAY_ACTIONS or (not action and status.startswith("4")):
             outcome = Outcome.DELAY
+        elif not action and status.startswith("5"):
+            outcome = Outcome.BOUNCE
         else:
             continue  # delivered, relayed, expanded: a success notice, nothing to act on
-        recipients.append(RecipientReport(address, outcome, status, block.get("diagnostic-code", "")))
+        recipients.append(RecipientReport(address, outcome, status, diagnostic[:HEADER_LIMIT]))
     return recipients if named else None
 
 
-def _complaint(message: EmailMessage, feedback: EmailMessage | None) -> Report:
-    fields: dict[str, str] = {}
-    for block in _report_blocks(feedback) if feedback is not None else []:
-        fields |= block
-    feedback_type = fields.get("feedback-type", "abuse").lower()
-    if feedback_type in _NOT_COMPLAINTS:
-        return NOT_A_REPORT
-    address = _bare(fields.get("original-rcpt-to", "")) or _bare(fields.get("removal-recipient", ""))
-    if not address:
-        original = _first_part(message, "message/rfc822")
-        embedded = original.get_payload() if original is not None else None
-        if isinstance(embedded, list) and embedded:
-            address = next(iter(addresses(embedded[0], "To")), "")
-    recipient = RecipientReport(address, Outcome.COMPLAINT, diagnostic=f"feedback-type: {feedback_type}")
-    return Report([recipient], _original_message_id(message))
+def _embedded_message(message: EmailMessage) -> EmailMessage | None:
+    original = _first_part(message, "message/rfc822", "message/global")
+    embedded = original.get_payload() if original is not None else None
+    return embedded[0] if isinstance(embedded, list) and embedded else None
 
 
-def _plain_text_bounce(message: EmailMessage) -> Report:
-    """Postfix/Exim/qmail-style bounces: recipients and codes read from the human-readable text."""
-    text = body_text(message) or ""
-    copy_starts = _ORIGINAL_COPY.search(text)
-    notice = text[: copy_starts.start()] if copy_starts else text
-    found = addresses(message, "X-Failed-Recipients")
-    for match in _FAILED_ADDRESS_LINE.finditer(notice):
-        address = (match.group(1) or match.group(2)).lower()
-        if address not in found and not _DAEMON_SENDER.search(address):
-            found.append(address)
-    if not found:
+def _complaint(message: EmailMessage) -> Report:
+    """RFC 5965: one complaint per Original-Rcpt-To of every feedback-report part."""
+    reports = [part for part in message.walk() if part.get_content_type() == "message/feedback-report"]
+    recipients: list[RecipientReport] = []
+    for part in reports:
+        fields: dict[str, list[str]] = {}
+        for block in _report_blocks(part):
+            for name, values in block.items():
+                fields.setdefault(name, []).extend(values)
+        feedback_type = (_first(fields, "feedback-type") or "abuse").lower()
+        if feedback_type in _NOT_COMPLAINTS:
+            continue
+        found = [_bare(value) for value in fields.get("original-rcpt-to", []) + fields.get("removal-recipient", [])]
+        for address in dict.fromkeys(found) or [""]:
+            recipients.append(RecipientReport(address, Outcome.COMPLAINT, feedback_type=feedback_type))
+    if not recipients and not reports:  # declared a feedback report but carries no report part
+        recipients = [RecipientReport("", Outcome.COMPLAINT, feedback_type="abuse")]
+    if not recipients:
         return NOT_A_REPORT
-    status_match = _ENHANCED_STATUS.search(notice)
-    status = status_match.group(1) if status_match else ""
-    reply_match = _SMTP_REPLY.search(notice)
-    evidence = status_match or reply_match
-    diagnostic = ""
-    if evidence:
-        line_start = notice.rfind("\n", 0, evidence.start()) + 1
-        line_end = notice.find("\n", evidence.end())
-        diagnostic = notice[line_start : line_end if line_end != -1 else None].strip()
-    if _PERMANENT_WORDS.search(notice) or status.startswith("5"):
-        outcome = Outcome.BOUNCE
-    elif (
-        status.startswith("4") or (reply_match and reply_match.group(1).startswith("4")) or _DELAY_WORDS.search(notice)
-    ):
-        outcome = Outcome.DELAY
-    else:
-        outcome = Outcome.BOUNCE
-    recipients = [RecipientReport(address, outcome, status, diagnostic) for address in found]
+    if all(not recipient.address for recipient in recipients):
+        embedded = _embedded_message(message)
+        to = addresses(embedded, "To") if embedded is not None else []
+        if len(to) == 1:
+            recipients = [RecipientReport(to[0], r.outcome, feedback_type=r.feedback_type) for r in recipients[:1]]
     return Report(recipients, _original_message_id(message))
 
 
+def _vendor_complaint(message: EmailMessage) -> Report | None:
+    """Complaints outside ARF: Microsoft JMRP and Apple's unsubscribe notices; None when neither."""
+    embedded = _embedded_message(message)
+    if embedded is not None and embedded.get("X-HmXmrOriginalRecipient"):
+        address = _bare(header(embedded, "X-HmXmrOriginalRecipient"))
+        complaint = RecipientReport(address, Outcome.COMPLAINT, feedback_type="abuse")
+        return Report([complaint], _original_message_id(message))
+    if header(message, "X-Apple-Unsubscribe").lower() == "true":
+        to = addresses(message, "To")
+        address = to[0] if len(to) == 1 else ""
+        return Report([RecipientReport(address, Outcome.COMPLAINT, feedback_type="opt-out")])
+    return None
+
+
+def _ses_notification(message: EmailMessage) -> Report | None:
+    """An Amazon SES notification delivered by SNS email: JSON naming the bounced or complaining recipients."""
+    if "@sns.amazonaws.com" not in header(message, "From")[:HEADER_LIMIT].lower():
+        return None
+    text = (body_text(message) or "")[:NOTICE_LIMIT]
+    notification = _json_object(text[text.find("{") :]) if "{" in text else None
+    if isinstance(notification, dict) and isinstance(notification.get("Message"), str):
+        notification = _json_object(notification["Message"])
+    if not isinstance(notification, dict):
+        return None
+    kind = str(notification.get("notificationType") or notification.get("eventType") or "").lower()
+    recipients: list[RecipientReport] = []
+    if kind == "bounce" and isinstance(notification.get("bounce"), dict):
+        bounce = notification["bounce"]
+        permanent = str(bounce.get("bounceType", "")).lower() == "permanent"
+        for entry in bounce.get("bouncedRecipients") or []:
+            if isinstance(entry, dict):
+                status = _status_in(str(entry.get("status", "")))
+                outcome = Outcome.BOUNCE if permanent else Outcome.SOFT_BOUNCE
+                recipients.append(
+                    RecipientReport(
+                        _bare(str(entry.get("emailAddress", ""))),
+                        outcome,
+                        status,
+                        str(entry.get("diagnosticCode", ""))[:HEADER_LIMIT],
+                    )
+                )
+    elif kind == "complaint" and isinstance(notification.get("complaint"), dict):
+        complaint = notification["complaint"]
+        feedback_type = str(complaint.get("complaintFeedbackType") or "abuse").lower()
+        for entry in complaint.get("complainedRecipients") or []:
+            if isinstance(entry, dict):
+                address = _bare(str(entry.get("emailAddress", "")))
+                recipients.append(RecipientReport(address, Outcome.COMPLAINT, feedback_type=feedback_type))
+    return Report(recipients) if recipients else NOT_A_REPORT
+
+
+def _json_object(text: str) -> dict | None:
+    """The JSON object `text` starts with; SNS e-mail cuts long notifications, so a cut one is read
+    field by field (RawDecoder stops at the first error, so only what precedes the cut is lost)."""
+    try:
+        decoded = json.JSONDecoder().raw_decode(text.strip())[0]
+    except ValueError:
+        return _cut_notification(text)
+    return decoded if isinstance(decoded, dict) else None
+
+
+# A field of a (possibly JSON-in-JSON, so backslash-escaped) SES notification.
+_JSON_FIELD = re.compile(
+    r'\\?"(notificationType|bounceType|emailAddress|status|complaintFeedbackType)\\?"\s{0,9}:\s{0,9}\\?"([^"\\]{0,320})'
+)
+
+
+def _cut_notification(text: str) -> dict | None:
+    """The fields of a cut SES notification that say what happened, in the shape of a whole one."""
+    fields: dict[str, list[str]] = {}
+    for match in _JSON_FIELD.finditer(text[:NOTICE_LIMIT]):
+        fields.setdefault(match.group(1), []).append(match.group(2))
+    kind = (fields.get("notificationType") or [""])[0]
+    emails = fields.get("emailAddress", [])
+    if kind == "Bounce":
+        bounce_type = (fields.get("bounceType") or [""])[0]
+        statuses = fields.get("status", [])
+        recipients = [{"emailAddress": email, "status": statuses[0] if statuses else ""} for email in emails]
+        return {"notificationType": kind, "bounce": {"bounceType": bounce_type, "bouncedRecipients": recipients}}
+    if kind == "Complaint":
+        feedback_type = (fields.get("complaintFeedbackType") or ["abuse"])[0]
+        recipients = [{"emailAddress": email} for email in emails]
+        return {
+            "notificationType": kind,
+            "complaint": {"complainedRecipients": recipients, "complaintFeedbackType": feedback_type},
+        }
+    return None
+
+
+def _readable_text(message: EmailMessage) -> str:
+    """The message's text part; for a multipart whose boundary never comes (so it has no parts), its body."""
+    text = body_text(message)
+    if text is None and isinstance(message.get_payload(), str):
+        text = part_text(message)
+    return text or ""
+
+
+def _notice(message: EmailMessage) -> str:
+    """The human-readable notice of a plain-text bounce: its text up to where the original is quoted."""
+    kept: list[str] = []
+    for line in _lines(_readable_text(message)):
+        if kept and _ORIGINAL_COPY.match(line):
+            break
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def _plain_text_recipients(notice: str, ours: set[str]) -> list[tuple[str, str]]:
+    """(address, the lines that follow it up to the next address) for each failed recipient named in the notice.
+
+    Addresses where notices put failed recipients (_RECIPIENT_LINE) are taken when there are any;
+    only without them, any address in the notice outside quoted header fields. `ours` (the
+    report's own sender and recipient) are never taken.
+    """
+    return _addresses_by_line(notice, ours, _placed_recipient) or _addresses_by_line(notice, ours, _any_address)
+
+
+def _placed_recipient(line: str) -> str:
+    match = _RECIPIENT_LINE.match(line)
+    return next((value for value in match.groups() if value), "") if match else ""
+
+
+def _any_address(line: str) -> str:
+    match = None if _NOT_A_RECIPIENT_LINE.match(line) else _ADDRESS.search(line)
+    return match.group(0) if match else ""
+
+
+def _addresses_by_line(notice: str, ours: set[str], find: Callable[[str], str]) -> list[tuple[str, str]]:
+    found: dict[str, list[str]] = {}
+    current = ""
+    for line in notice.split("\n"):
+        address = find(line).rstrip(".-").lower()
+        if address and address not in ours and not address.startswith("mailer-daemon@") and "." in address[1:]:
+            current = address
+            found.setdefault(current, []).append(line)
+        elif current:
+            found[current].append(line)
+    return [(address, "\n".join(lines)) for address, lines in found.items()]
+
+
+def _plain_text_outcome(notice: str, evidence: str) -> tuple[Outcome, str]:
+    """The outcome a plain-text notice gives one recipient: its status code first, then the words."""
+    status = _status_in(_first_match_line(_ENHANCED_STATUS, evidence)) or _status_in(
+        _first_match_line(_ENHANCED_STATUS, notice)
+    )
+    reply = _SMTP_REPLY.search(_first_match_line(_SMTP_REPLY, evidence) or _first_match_line(_SMTP_REPLY, notice))
+    code = status[:1] or (reply.group(1)[:1] if reply else "")
+    still_trying = _DELAY_WORDS.search(notice) and not _PERMANENT_WORDS.search(notice)
+    if code == "5":
+        return Outcome.BOUNCE, status
+    if still_trying:
+        return Outcome.DELAY, status
+    if code == "4" or _SOFT_WORDS.search(evidence) or _SOFT_WORDS.search(notice):
+        return Outcome.SOFT_BOUNCE, status
+    return Outcome.BOUNCE, status
+
+
+def _first_match_line(pattern: re.Pattern[str], text: str) -> str:
+    for line in text.split("\n"):
+        if pattern.search(line):
+            return line
+    return ""
+
+
+def _plain_text_bounce(message: EmailMessage) -> Report:
+    """Plain-text bounces (qmail, Exim, Sendmail, Exchange...): recipients and codes read from the notice.
+
+    A notice that shows a failure but names no recipient (or only the daemon itself) is about the
+    original's recipient when the returned copy names exactly one, else about an unnamed one.
+    """
+    # A report whose parts were not recognised (a broken boundary, a mislabelled part) may still
+    # carry the RFC 3464 per-recipient fields in its text.
+    fields = _dsn_fields_recipients(_fields(_readable_text(message)))
+    if fields:
+        return Report(fields, _original_message_id(message))
+    notice = _notice(message)
+    # The report's own addresses are not failed recipients, unless nothing else is named (the
+    # original sender can have mailed itself).
+    ours = set(addresses(message, "From", "To", "Reply-To", "Return-Path"))
+    failed = _plain_text_recipients(notice, ours) or _plain_text_recipients(notice, set(addresses(message, "From")))
+    # Exim's and Google's X-Failed-Recipients lists exactly the failed recipients: the notice only
+    # adds each one's evidence.
+    listed = addresses(message, "X-Failed-Recipients")
+    if listed:
+        evidence = dict(failed)
+        named = [(address, evidence.get(address, notice)) for address in dict.fromkeys(listed)]
+    else:
+        named = failed
+    if not named and _failure_shown(notice):
+        embedded = _embedded_message(message)
+        to = addresses(embedded, "To", "Cc") if embedded is not None else []
+        named = [(to[0] if len(to) == 1 else "", notice)]
+    recipients = []
+    for address, evidence in named:
+        outcome, status = _plain_text_outcome(notice, evidence)
+        diagnostic_line = _first_match_line(_ENHANCED_STATUS, evidence) or _first_match_line(_SMTP_REPLY, evidence)
+        recipients.append(RecipientReport(address, outcome, status, diagnostic_line.strip()[:HEADER_LIMIT]))
+    return Report(recipients, _original_message_id(message)) if recipients else NOT_A_REPORT
+
+
+def _failure_shown(notice: str) -> bool:
+    return any(pattern.search(notice) for pattern in (_ENHANCED_STATUS, _SMTP_REPLY, _PERMANENT_WORDS, _SOFT_WORDS))
+
+
+def _from_mail_system(message: EmailMessage) -> bool:
+    return bool(_DAEMON.search(header(message, "From")[:HEADER_LIMIT])) or bool(message.get("X-Failed-Recipients"))
+
+
 def _is_auto_reply(message: EmailMessage) -> bool:
+    """RFC 3834 and its older conventions: a vacation notice, an auto-responder, a challenge-response request."""
     auto_submitted = header(message, "Auto-Submitted").lower()
+    precedence = header(message, "Precedence").lower()
     return (
         auto_submitted.startswith("auto-replied")
-        or bool(message.get("X-Autoreply") or message.get("X-Autorespond"))
-        or header(message, "Precedence").lower() == "auto_reply"
-        or bool(_AUTO_REPLY_SUBJECT.match(header(message, "Subject")))
+        or any(message.get(name) for name in ("X-Autoreply", "X-Autorespond", "X-Autoresponder", "X-Vacation"))
+        or precedence == "auto_reply"
+        or bool(_AUTO_REPLY_SUBJECT.search(header(message, "Subject")[:HEADER_LIMIT]))
     )
 
 
 def classify(raw: bytes) -> Report:
     """What a message sent back to us reports; `kind == "none"` when it is not a report we can act on."""
-    message = parse_bytes(raw)
+    try:
+        return classify_message(parse_bytes(raw))
+    except UnparsableMessage:
+        return NOT_A_REPORT
+
+
+def classify_message(message: EmailMessage) -> Report:
+    """`classify` of a message already parsed (the inbound server parses each message once)."""
     report_type = str(message.get_param("report-type", "", header="content-type") or "").lower()
 
-    feedback = _first_part(message, "message/feedback-report")
-    if feedback is not None or report_type == "feedback-report":
-        return _complaint(message, feedback)
+    if report_type == "feedback-report" or _first_part(message, "message/feedback-report") is not None:
+        return _complaint(message)
+    vendor = _vendor_complaint(message) or _ses_notification(message)
+    if vendor is not None:
+        return vendor
 
     status_part = _first_part(message, "message/delivery-status", "message/global-delivery-status")
     if status_part is not None:
@@ -249,11 +581,10 @@ def classify(raw: bytes) -> Report:
         if recipients is not None:
             return Report(recipients, _original_message_id(message)) if recipients else NOT_A_REPORT
 
-    from_daemon = bool(_DAEMON_SENDER.search(header(message, "From"))) or bool(message.get("X-Failed-Recipients"))
-    if from_daemon or report_type == "delivery-status":
+    if report_type in {"delivery-status", "global-delivery-status"} or _from_mail_system(message):
         return _plain_text_bounce(message)
     if _is_auto_reply(message):
         return NOT_A_REPORT
-    if _BOUNCE_SUBJECT.search(header(message, "Subject")):
+    if _BOUNCE_SUBJECT.search(header(message, "Subject")[:HEADER_LIMIT]):
         return _plain_text_bounce(message)
     return NOT_A_REPORT

@@ -2,25 +2,38 @@
 
 Recipients are checked at RCPT, so mail for anyone else is refused before any data is sent and
 the server can never be used as a relay. A message is answered 250 only after it is committed to
-the database; if storing fails the answer is 451 and the sending MTA tries again later.
-The ORM is synchronous, so each database step runs in a worker thread, off the event loop.
+the database; if storing fails the answer is 451 and the sending MTA tries again later. Content
+that can never be stored (MIME nested too deep to parse, data the database refuses) gets 554
+and one log line, and a NUL in MAIL FROM or RCPT TO gets 501/553: retrying cannot help.
+
+The event loop never parses. At most MAILSERVICE_INBOUND_WORKERS messages are received, parsed
+and stored at once, each in a thread of a pool of that size (the ORM is synchronous); a further
+DATA waits for a slot before its data is read, which bounds peak memory by the number of workers
+times the size cap. Parsing has a time budget (MAILSERVICE_INBOUND_PARSE_SECONDS): a message over
+it is stored raw, marked unparsed. The loop itself only speaks SMTP, so it keeps greeting and
+answering other connections whatever one message costs. STARTTLS is offered when a certificate
+is configured (mailservice.tls).
 """
 
 import asyncio
 import logging
+import re
 import signal
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
 
-from aiosmtpd.smtp import SMTP, Envelope, Session
+from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import DataError, close_old_connections
 
+from messaging.inbound.parsing import UnparsableMessage
 from messaging.inbound.services import RouteKind, inbound_deliver, recipient_route
 
 logger = logging.getLogger(__name__)
@@ -35,8 +48,8 @@ CONNECTION_CHECK_SECONDS = 1.0
 _checked = threading.local()  # when each worker thread's connection is next checked
 
 
-def _in_thread(function: Callable[P, R]) -> Callable[P, Any]:
-    """Run an ORM call in a worker thread, with a healthy connection (as Django does around a request)."""
+def _with_connection(function: Callable[P, R]) -> Callable[P, R]:
+    """An ORM call made with a healthy connection (as Django does around a request), in a worker thread."""
 
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         # Django checks the connection before each request (CONN_HEALTH_CHECKS) and replaces it once
@@ -52,11 +65,11 @@ def _in_thread(function: Callable[P, R]) -> Callable[P, Any]:
             close_old_connections()  # a connection that failed is dropped, not used for the next message
             raise
 
-    return sync_to_async(run, thread_sensitive=False)
+    return run
 
 
-_route = _in_thread(recipient_route)
-_deliver = _in_thread(inbound_deliver)
+_route = sync_to_async(_with_connection(recipient_route), thread_sensitive=False)
+_deliver = _with_connection(inbound_deliver)
 
 
 class RecentRecipients:
@@ -84,13 +97,99 @@ class RecentRecipients:
         self._until[address] = time.monotonic() + self.seconds
 
 
+END_OF_DATA = b"\r\n.\r\n"
+_DOT_STUFFED = re.compile(rb"\r\n\.")
+
+
+def _marker_overlap(data: bytearray) -> int:
+    """How many bytes at the end of `data` begin END_OF_DATA (0 to 4): the rest may still complete it."""
+    for length in range(len(END_OF_DATA) - 1, 0, -1):
+        if data.endswith(END_OF_DATA[:length]):
+            return length
+    return 0
+
+
+class InboundSMTP(SMTP):
+    """aiosmtpd's SMTP session with its DATA phase replaced: it starts only once a worker slot is free,
+    and it reads the data in chunks up to the end marker rather than line by line.
+
+    aiosmtpd's own loop spends several Python steps per line on the event loop, so a message of
+    40,000 empty lines held the loop for most of a second and delayed every other session; here
+    a chunk is found by StreamReader.readuntil (a bytes search) and the dots are unstuffed at the
+    end by one regular expression: a few steps per kilobyte.
+    """
+
+    def __init__(self, handler: "InboundHandler", **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        self._slots = handler.slots
+
+    async def smtp_DATA(self, arg: str) -> None:  # noqa: N802 - the aiosmtpd command name
+        if await self.check_helo_needed() or await self.check_auth_needed("DATA"):
+            return
+        if not self.envelope.rcpt_tos:
+            await self.push("503 Error: need RCPT command")
+            return
+        if arg:
+            await self.push("501 Syntax: DATA")
+            return
+        async with self._slots:
+            await self.push("354 End data with <CR><LF>.<CR><LF>")
+            content = await self._read_data()
+            if content is None:
+                self._set_post_data_state()
+                await self.push("552 5.3.4 Error: too much mail data")
+                return
+            self.envelope.content = self.envelope.original_content = content
+            status = await self._call_handler_hook("DATA")
+            self._set_post_data_state()
+            await self.push("250 OK" if status is MISSING else status)
+
+    async def _read_data(self) -> bytes | None:
+        """The message up to the lone dot, unstuffed (RFC 5321 4.5.2); None when over data_size_limit
+        (read to its end all the same, keeping only the tail that may begin the end marker)."""
+        # The CRLF that ended the DATA command: a lone "." as the first line ends an empty message.
+        data = bytearray(b"\r\n")
+        over_limit = False
+        while not data.endswith(END_OF_DATA):
+            overlap = _marker_overlap(data)
+            try:
+                if overlap:  # only these few bytes can tell whether the marker completes
+                    data += await self._reader.readexactly(len(END_OF_DATA) - overlap)
+                else:
+                    data += await self._reader.readuntil(END_OF_DATA)
+            except asyncio.LimitOverrunError as exc:  # no marker within the reader's buffer limit yet
+                data += await self._reader.readexactly(exc.consumed)
+            if self.data_size_limit and len(data) > self.data_size_limit + len(END_OF_DATA):
+                over_limit = True
+                del data[: -(len(END_OF_DATA) - 1)]
+        if over_limit:
+            return None
+        return _DOT_STUFFED.sub(b"\r\n", bytes(data[: -len(b".\r\n")]))[2:]
+
+
 class InboundHandler:
     def __init__(self) -> None:
         self.recent = RecentRecipients(settings.MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS)
+        workers = settings.MAILSERVICE_INBOUND_WORKERS
+        self.slots = asyncio.Semaphore(workers)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="inbound")
+
+    async def handle_MAIL(  # noqa: N802 - the aiosmtpd hook name
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, mail_options: list[str]
+    ) -> str:
+        if "\x00" in address:
+            logger.info("inbound: refused a sender with a NUL character from %s", session.peer)
+            return "501 5.1.7 Bad sender address syntax: NUL character"
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
 
     async def handle_RCPT(  # noqa: N802 - the aiosmtpd hook name
         self, server: SMTP, session: Session, envelope: Envelope, address: str, rcpt_options: list[str]
     ) -> str:
+        if "\x00" in address:
+            logger.info("inbound: refused a recipient with a NUL character from %s", session.peer)
+            return "553 5.1.3 Bad recipient address syntax: NUL character"
         if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
             return "452 4.5.3 Too many recipients"
         if address in self.recent:
@@ -111,10 +210,13 @@ class InboundHandler:
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
         raw = envelope.original_content or b""  # bytes: the server runs with decode_data=False
+        deliver = partial(_deliver, envelope_from=envelope.mail_from or "", recipients=list(envelope.rcpt_tos), raw=raw)
         try:
-            refused = await _deliver(
-                envelope_from=envelope.mail_from or "", recipients=list(envelope.rcpt_tos), raw=raw
-            )
+            refused = await asyncio.get_running_loop().run_in_executor(self.pool, deliver)
+        except (UnparsableMessage, DataError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            logger.warning("inbound: refused %d bytes from <%s> for good: %s", len(raw), envelope.mail_from, reason)
+            return "554 5.6.0 Message content cannot be stored; do not retry"
         except Exception:
             logger.exception("inbound: could not store mail from <%s> to %s", envelope.mail_from, envelope.rcpt_tos)
             return "451 4.3.0 Temporary failure storing the message, try again later"
@@ -126,12 +228,16 @@ class InboundHandler:
         return "250 2.0.0 OK: queued"
 
 
-async def serve(*, host: str, port: int, ready: Callable[[], None] = lambda: None) -> None:
+async def serve(
+    *, host: str, port: int, tls_context: ssl.SSLContext | None = None, ready: Callable[[], None] = lambda: None
+) -> None:
     """Serve until SIGTERM or SIGINT, then stop accepting and let open sessions finish."""
     loop = asyncio.get_running_loop()
+    handler = InboundHandler()
     factory = partial(
-        SMTP,
-        InboundHandler(),
+        InboundSMTP,
+        handler,
+        tls_context=tls_context,
         data_size_limit=settings.MAILSERVICE_INBOUND_MAX_BYTES,
         # aiosmtpd would look the FQDN up again for every connection.
         hostname=settings.MAILSERVICE_INBOUND_HOST or socket.getfqdn(),
@@ -146,3 +252,4 @@ async def serve(*, host: str, port: int, ready: Callable[[], None] = lambda: Non
     await stop.wait()
     server.close()
     await server.wait_closed()
+    handler.pool.shutdown(wait=True)

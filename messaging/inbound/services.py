@@ -2,18 +2,31 @@
 
 Three kinds of recipient are accepted:
 - an address on a verified domain: the mail is stored as a `received` message of that domain;
-- the VERP return path `bounces+<message id>@<return-path domain>`: the mail is a bounce or a
-  complaint about that sent message;
+- the VERP return path `bounces+<message id>.<tag>@<return-path domain>` (messaging.verp): the
+  mail is a bounce or a complaint about that sent message;
 - any other address at the return-path domain (e.g. the address registered with a provider's
   feedback loop): a report matched to a sent message by the Message-ID it quotes.
 Everything else is refused at RCPT, so the server never relays.
+
+A report only ever touches recipients the reported message had (its To, Cc and Bcc, compared as
+lower-case bare addresses): any other address it names is logged and ignored, so a forged report
+cannot suppress strangers. Applying the same report twice changes nothing the second time.
+Per recipient: a hard bounce or a complaint suppresses the address for good; a soft bounce is
+recorded, and MAILSERVICE_SOFT_BOUNCE_LIMIT of them within the window suppress it for a while.
+The message's status follows one rule (`_status_from_recipients`): `complained` as soon as any
+recipient complained; `bounced` once no recipient can have received it (each one bounced hard,
+was refused by the relay, or was skipped as suppressed); otherwise it keeps its status.
 """
 
 import logging
+import time
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
+from datetime import timedelta
+from email.message import Message as EmailMessage
 from enum import StrEnum
 
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -21,15 +34,20 @@ from django.utils import timezone
 from domains.models import Domain
 from domains.safeguards import safeguard_check
 from mailservice.mailbox import InvalidAddress, canonical_domain, parse_address
-from messaging.inbound.parsing import ReceivedMail, parse_received
-from messaging.inbound.reports import Outcome, RecipientReport, Report, classify
+from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
+from messaging.inbound.reports import NOT_A_REPORT, Outcome, RecipientReport, Report, classify_message
 from messaging.inserts import insert_fields, insert_values
-from messaging.models import Direction, EventType, Message, MessageEvent, Status, SuppressionReason
+from messaging.models import Direction, EventType, Message, MessageEvent, Status, Suppression, SuppressionReason
 from messaging.suppressions import suppression_add
+from messaging.verp import UNSIGNED_GRACE, VERP_PREFIX, VerpId, verp_parse
 
 logger = logging.getLogger(__name__)
 
-VERP_PREFIX = "bounces"
+NO_VERP = VerpId("", signed=False)
+# What is parsed of a message: its headers, text and any report come first, so only its first
+# bytes are read (the raw source is always stored whole). Parsing all of a 20 MiB attachment cost
+# ten times its size in memory and seconds of CPU for fields nobody reads.
+PARSE_BYTES = 2 * 1024 * 1024
 
 
 class RouteKind(StrEnum):
@@ -42,7 +60,7 @@ class RouteKind(StrEnum):
 class Route:
     kind: RouteKind
     domain: Domain | None = None  # the receiving domain (RECEIVED)
-    verp_id: str = ""  # the message id in a VERP address (REPORT)
+    verp: VerpId = NO_VERP  # the message a VERP address names (REPORT)
 
 
 def _split(address: str) -> tuple[str, str]:
@@ -63,9 +81,9 @@ def _route_by_address(local: str, domain_name: str) -> Route | None:
     """The route the address alone decides (malformed, or a VERP return path); None when its domain decides."""
     if not local or not domain_name:
         return Route(RouteKind.REFUSED)
-    tag, plus, verp_id = local.lower().partition("+")
+    tag, plus, suffix = local.lower().partition("+")
     if domain_name == _return_path_domain() and tag == VERP_PREFIX:
-        return Route(RouteKind.REPORT, verp_id=verp_id if plus else "")
+        return Route(RouteKind.REPORT, verp=verp_parse(suffix) if plus else NO_VERP)
     return None
 
 
@@ -85,56 +103,85 @@ def recipient_route(*, address: str) -> Route:
     return _route_off_verified_domains(domain_name)
 
 
-def _received_message(*, recipients: list[str], envelope_from: str, parsed: ReceivedMail, raw: bytes) -> Message:
+@dataclass(frozen=True)
+class ParsedMail:
+    """What one parse of a message yields: the fields a received message stores, and the report it is."""
+
+    received: ReceivedMail
+    report: Report
+    parsed: bool = True  # False: over the parsing budget, stored raw with the envelope's fields only
+
+
+def inbound_parse(*, raw: bytes, envelope_from: str, deadline: float) -> ParsedMail:
+    """Parse a message (its first PARSE_BYTES) once for both uses; past `deadline` (time.monotonic())
+    it is left unparsed. UnparsableMessage (content no parser can read) propagates: the server
+    refuses it for good.
+    """
+    try:
+        message: EmailMessage = parse_bytes(raw[:PARSE_BYTES], deadline=deadline)
+        received = received_fields(message)
+        if time.monotonic() > deadline:
+            raise ParseBudgetExceeded
+        return ParsedMail(received, classify_message(message))
+    except ParseBudgetExceeded:
+        budget = settings.MAILSERVICE_INBOUND_PARSE_SECONDS
+        logger.warning("inbound: %d bytes from <%s> not parsed within %ss; stored raw", len(raw), envelope_from, budget)
+        return ParsedMail(ReceivedMail(envelope_from, "", None, ""), NOT_A_REPORT, parsed=False)
+
+
+def _received_message(*, recipients: list[str], envelope_from: str, parsed: ParsedMail, raw: bytes) -> Message:
     """A received message, unsaved and without its domain yet."""
     return Message(
         direction=Direction.RECEIVED,
         status=Status.RECEIVED,
-        from_address=parsed.from_address or envelope_from,
+        from_address=parsed.received.from_address or envelope_from,
         to=recipients,
-        subject=parsed.subject,
-        text=parsed.text,
-        message_id_header=parsed.message_id[:255],
+        subject=parsed.received.subject,
+        text=parsed.received.text,
+        message_id_header=parsed.received.message_id[:255],
         envelope_from=envelope_from,
         raw=raw,
     )
 
 
-def _received_detail(envelope_from: str) -> str:
-    return f"envelope from <{envelope_from}>"
+def _received_detail(envelope_from: str, parsed: ParsedMail) -> str:
+    if parsed.parsed:
+        return f"envelope from <{envelope_from}>"
+    budget = settings.MAILSERVICE_INBOUND_PARSE_SECONDS
+    return f"envelope from <{envelope_from}>; unparsed: over the {budget:g} s parsing budget, raw source kept"
 
 
-def _save_received(message: Message, *, domain: Domain) -> Message:
+def _store_received(
+    *, domain: Domain, recipients: list[str], envelope_from: str, parsed: ParsedMail, raw: bytes
+) -> Message:
+    message = _received_message(recipients=recipients, envelope_from=envelope_from, parsed=parsed, raw=raw)
     message.domain = domain
     message.save(force_insert=True)
     MessageEvent.objects.create(
-        message=message, type=EventType.RECEIVED, detail=_received_detail(message.envelope_from)
+        message=message, type=EventType.RECEIVED, detail=_received_detail(envelope_from, parsed)
     )
     return message
 
 
-def _store_received(*, domain: Domain, recipients: list[str], envelope_from: str, raw: bytes) -> Message:
-    parsed = parse_received(raw)
-    message = _received_message(recipients=recipients, envelope_from=envelope_from, parsed=parsed, raw=raw)
-    return _save_received(message, domain=domain)
-
-
-def _store_on_verified_domains(*, by_domain: dict[str, list[str]], envelope_from: str, raw: bytes) -> set[str]:
+def _store_on_verified_domains(
+    *, by_domain: dict[str, list[str]], envelope_from: str, parsed: ParsedMail, raw: bytes
+) -> set[str]:
     """One received message for each domain in `by_domain` (name: its recipients) that is verified at
     this moment; the names of those domains. Atomic: all of them are stored, or none."""
     if not by_domain:
         return set()
-    parsed = parse_received(raw)
-    messages = {
-        name: _received_message(recipients=addresses, envelope_from=envelope_from, parsed=parsed, raw=raw)
-        for name, addresses in by_domain.items()
-    }
     if connection.vendor == "postgresql":
-        return _store_in_one_statement(messages, detail=_received_detail(envelope_from))
+        messages = {
+            name: _received_message(recipients=addresses, envelope_from=envelope_from, parsed=parsed, raw=raw)
+            for name, addresses in by_domain.items()
+        }
+        return _store_in_one_statement(messages, detail=_received_detail(envelope_from, parsed))
     with transaction.atomic():
-        domains = list(Domain.objects.filter(name__in=messages, verified=True))
+        domains = list(Domain.objects.filter(name__in=by_domain, verified=True))
         for domain in domains:
-            _save_received(messages[domain.name], domain=domain)
+            _store_received(
+                domain=domain, recipients=by_domain[domain.name], envelope_from=envelope_from, parsed=parsed, raw=raw
+            )
     return {domain.name for domain in domains}
 
 
@@ -163,16 +210,27 @@ def _store_in_one_statement(messages: dict[str, Message], *, detail: str) -> set
         "SELECT public_id FROM message"
     )
     params = [value for row in rows for value in row] + shared_values + [EventType.RECEIVED, detail, now, now]
-    with connection.cursor() as cursor:
+    # A server-side binding cursor on Django's connection: the raw source travels as a binary
+    # parameter. Django's client-side binding would first spell it out as hex inside the query
+    # text, six times the message's size in memory (a 20 MiB message peaked at 123 MiB).
+    connection.close_if_health_check_failed()  # what connection.cursor() would do first
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params)
         stored = {public_id for (public_id,) in cursor.fetchall()}
     return {name for name, message in messages.items() if message.public_id in stored}
 
 
-def _reported_message(*, verp_id: str, original_message_id: str) -> Message | None:
-    sent = Message.objects.select_related("domain").filter(direction=Direction.SENT)
-    if verp_id:
-        found = sent.filter(public_id=verp_id).first()
+def _reported_message(*, verp: VerpId, original_message_id: str) -> Message | None:
+    """The sent message a report is about, locked until the transaction ends (reports about one
+    message are applied one at a time, so a duplicate sees what the first one did)."""
+    sent = Message.objects.select_related("domain").select_for_update(of=("self",)).filter(direction=Direction.SENT)
+    if verp.public_id:
+        named = sent.filter(public_id=verp.public_id)
+        if not verp.signed:  # the unsigned form of mail sent before the tag existed (messaging.verp)
+            accepted = settings.MAILSERVICE_VERP_ACCEPT_UNSIGNED
+            named = named.filter(created_at__gte=timezone.now() - UNSIGNED_GRACE) if accepted else named.none()
+        found = named.first()
         if found is not None:
             return found
     if not original_message_id:
@@ -185,56 +243,127 @@ def _reported_message(*, verp_id: str, original_message_id: str) -> Message | No
 
 
 def _recipients_of(message: Message) -> list[str]:
-    """The recipients' suppression keys (`Address.key`), the form reports are compared under."""
+    """The recipients' suppression keys (`Address.key`, each once), the form reports are compared under."""
     recipients = []
     for mailbox in message.to + message.cc + message.bcc:
         with suppress(InvalidAddress):  # stored before the API refused it: never sent, never reported
             recipients.append(parse_address(mailbox).key)
-    return recipients
+    return list(dict.fromkeys(recipients))
 
 
-def _affected_recipient(message: Message, reported: str) -> str:
-    """The report's address if it was a recipient; a one-recipient message's recipient if redacted or rewritten."""
-    recipients = _recipients_of(message)
-    if reported in recipients or len(recipients) != 1:
-        return reported
-    return recipients[0]
+def _recipient_key(address: str) -> str:
+    """A reported or recorded address in the form recipients are compared under (`Address.key`)."""
+    try:
+        return parse_address(address).key
+    except InvalidAddress:
+        return address.lower()
 
 
-_NEXT_STATUS = {
-    Outcome.BOUNCE: (Status.BOUNCED, [Status.ACCEPTED, Status.DELIVERED]),
-    Outcome.COMPLAINT: (Status.COMPLAINED, [Status.ACCEPTED, Status.DELIVERED, Status.BOUNCED]),
+def _affected_recipient(recipients: list[str], reported: str) -> str | None:
+    """The recipient a report's address is about: itself if it was one, the only recipient when the
+    report redacts the address (as AOL's feedback loop does), else None."""
+    if reported and _recipient_key(reported) in recipients:
+        return _recipient_key(reported)
+    if not reported and len(recipients) == 1:
+        return recipients[0]
+    return None
+
+
+_EVENT = {
+    Outcome.BOUNCE: EventType.BOUNCED,
+    Outcome.SOFT_BOUNCE: EventType.SOFT_BOUNCED,
+    Outcome.DELAY: EventType.DELAYED,
+    Outcome.COMPLAINT: EventType.COMPLAINED,
 }
-_EVENT = {Outcome.BOUNCE: EventType.BOUNCED, Outcome.DELAY: EventType.DELAYED, Outcome.COMPLAINT: EventType.COMPLAINED}
 _SUPPRESSION_REASON = {Outcome.BOUNCE: SuppressionReason.BOUNCE, Outcome.COMPLAINT: SuppressionReason.COMPLAINT}
+# Recipient events meaning the recipient did not get the message.
+_UNDELIVERED = {EventType.BOUNCED, EventType.RECIPIENT_REJECTED, EventType.SUPPRESSED}
 
 
-def _apply(*, message: Message, recipient: RecipientReport) -> None:
-    address = _affected_recipient(message, recipient.address)
+def _apply(*, message: Message, address: str, recipient: RecipientReport) -> bool:
+    """Record one recipient's outcome; False when the same outcome was already recorded for it."""
+    event_type = _EVENT[recipient.outcome]
+    if MessageEvent.objects.filter(message=message, type=event_type, recipient=address).exists():
+        return False
+    feedback = f"feedback-type: {recipient.feedback_type}" if recipient.feedback_type else ""
     MessageEvent.objects.create(
-        message=message, type=_EVENT[recipient.outcome], recipient=address, detail=recipient.detail
+        message=message,
+        type=event_type,
+        recipient=address,
+        detail=recipient.diagnostic or feedback,
+        status_code=recipient.status[:16],
+        feedback_type=recipient.feedback_type[:32],
     )
-    if recipient.outcome in _NEXT_STATUS:
-        status, from_statuses = _NEXT_STATUS[recipient.outcome]
-        Message.objects.filter(pk=message.pk, status__in=from_statuses).update(status=status, updated_at=timezone.now())
-        if address:
-            suppression_add(
-                domain=message.domain,
-                address=address,
-                reason=_SUPPRESSION_REASON[recipient.outcome],
-                source_message=message,
-                detail=recipient.detail,
-            )
+    if recipient.outcome in _SUPPRESSION_REASON:
+        suppression_add(
+            domain=message.domain,
+            address=address,
+            reason=_SUPPRESSION_REASON[recipient.outcome],
+            source_message=message,
+            detail=recipient.detail,
+        )
+    elif recipient.outcome == Outcome.SOFT_BOUNCE:
+        _soft_bounce_streak(message=message, address=address, detail=recipient.detail)
+    return True
 
 
-def report_process(*, report: Report, verp_id: str, envelope_from: str, report_address: str, raw: bytes) -> None:
+def _soft_bounce_streak(*, message: Message, address: str, detail: str) -> None:
+    """Suppress for MAILSERVICE_SOFT_BOUNCE_SUPPRESS_DAYS an address that soft-bounced on
+    MAILSERVICE_SOFT_BOUNCE_LIMIT messages within the window, counted since a previous such
+    suppression lapsed (so a lapsed one starts a new streak)."""
+    now = timezone.now()
+    since = now - timedelta(days=settings.MAILSERVICE_SOFT_BOUNCE_WINDOW_DAYS)
+    listed = Suppression.objects.filter(domain=message.domain, address=address).first()
+    if listed is not None and listed.expires_at is None:
+        return  # already suppressed for good
+    if listed is not None:
+        since = max(since, listed.expires_at)
+    streak = (
+        MessageEvent.objects.filter(
+            type=EventType.SOFT_BOUNCED, recipient=address, message__domain=message.domain, created_at__gte=since
+        )
+        .values("message")
+        .distinct()
+        .count()
+    )
+    if streak >= settings.MAILSERVICE_SOFT_BOUNCE_LIMIT:
+        suppression_add(
+            domain=message.domain,
+            address=address,
+            reason=SuppressionReason.SOFT_BOUNCE,
+            source_message=message,
+            detail=f"{streak} soft bounces; last: {detail}",
+            expires_at=now + timedelta(days=settings.MAILSERVICE_SOFT_BOUNCE_SUPPRESS_DAYS),
+        )
+
+
+def _status_from_recipients(message: Message) -> None:
+    """The documented rule: `complained` when any recipient complained; `bounced` when no recipient
+    can have received the message; else the status stays as it is (delivered, accepted)."""
+    recipients = _recipients_of(message)
+    outcomes = message.events.filter(recipient__gt="").values_list("type", "recipient")
+    complained = any(kind == EventType.COMPLAINED for kind, _ in outcomes)
+    undelivered = {_recipient_key(address) for kind, address in outcomes if kind in _UNDELIVERED}
+    hard_bounced = any(kind == EventType.BOUNCED for kind, _ in outcomes)
+    if complained:
+        status, before = Status.COMPLAINED, [Status.ACCEPTED, Status.DELIVERED, Status.BOUNCED]
+    elif hard_bounced and undelivered.issuperset(recipients):
+        status, before = Status.BOUNCED, [Status.ACCEPTED, Status.DELIVERED]
+    else:
+        return
+    Message.objects.filter(pk=message.pk, status__in=before).update(status=status, updated_at=timezone.now())
+
+
+def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, report_address: str, raw: bytes) -> None:
     """Apply a bounce, delay or complaint to the sent message it is about.
 
     A report about no message we know is logged and dropped: there is nothing to update and no
     domain to show it to. Mail about a known message that is not a report (a vacation reply sent
-    to the return path, a bounce too broken to read) is kept as received mail of that domain.
+    to the return path, a bounce too broken to read, one over the parsing budget) is kept as
+    received mail of that domain.
     """
-    message = _reported_message(verp_id=verp_id, original_message_id=report.original_message_id)
+    report = parsed.report
+    message = _reported_message(verp=verp, original_message_id=report.original_message_id)
     if message is None:
         logger.warning(
             "inbound: %s report to %s matches no sent message (Message-ID %r); dropped",
@@ -244,12 +373,26 @@ def report_process(*, report: Report, verp_id: str, envelope_from: str, report_a
         )
         return
     if not report.recipients:
-        kept = _store_received(domain=message.domain, recipients=[report_address], envelope_from=envelope_from, raw=raw)
+        kept = _store_received(
+            domain=message.domain, recipients=[report_address], envelope_from=envelope_from, parsed=parsed, raw=raw
+        )
         logger.info("inbound: mail to %s about %s is not a report; kept as %s", report_address, message, kept)
         return
+    recipients = _recipients_of(message)
+    changed = False
     for recipient in report.recipients:
-        _apply(message=message, recipient=recipient)
-    if report.kind != Outcome.DELAY:
+        address = _affected_recipient(recipients, recipient.address)
+        if address is None:
+            logger.warning(
+                "inbound: %s report about %s names %r, not one of its recipients; ignored",
+                recipient.outcome,
+                message,
+                recipient.address,
+            )
+            continue
+        changed |= _apply(message=message, address=address, recipient=recipient)
+    if changed and report.kind != Outcome.DELAY:
+        _status_from_recipients(message)
         safeguard_check(domain=message.domain)
 
 
@@ -258,32 +401,32 @@ def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) ->
 
     The recipients are routed again, by the write that stores their mail: their domains may have
     changed since RCPT. Returns the recipients it was not for, because their domain is no longer verified.
+    Raises UnparsableMessage for content no parser can read (the server refuses it for good).
     """
+    parsed = inbound_parse(
+        raw=raw, envelope_from=envelope_from, deadline=time.monotonic() + settings.MAILSERVICE_INBOUND_PARSE_SECONDS
+    )
     by_domain: dict[str, list[str]] = {}  # recipients routed by their domain, by domain name
-    verp_ids: dict[str, str] = {}  # one report per VERP id, even if several of its addresses were recipients
+    verps: dict[VerpId, str] = {}  # one report per VERP id, even if several of its addresses were recipients
     for address in recipients:
         local, domain_name = _split(address)
         route = _route_by_address(local, domain_name)
         if route is None:
             by_domain.setdefault(domain_name, []).append(address)
         elif route.kind == RouteKind.REPORT:
-            verp_ids.setdefault(route.verp_id, address)
+            verps.setdefault(route.verp, address)
     refused: list[str] = []
     # Received mail alone is stored by one atomic statement; reports take several, in a transaction.
-    with transaction.atomic() if verp_ids or _return_path_domain() in by_domain else nullcontext():
-        stored = _store_on_verified_domains(by_domain=by_domain, envelope_from=envelope_from, raw=raw)
+    with transaction.atomic() if verps or _return_path_domain() in by_domain else nullcontext():
+        stored = _store_on_verified_domains(by_domain=by_domain, envelope_from=envelope_from, parsed=parsed, raw=raw)
         for domain_name, addresses in by_domain.items():
             if domain_name in stored:
                 continue
             if _route_off_verified_domains(domain_name).kind == RouteKind.REPORT:
                 for address in addresses:
-                    verp_ids.setdefault("", address)
+                    verps.setdefault(NO_VERP, address)
             else:
                 refused += addresses
-        if verp_ids:
-            report = classify(raw)
-            for verp_id, address in verp_ids.items():
-                report_process(
-                    report=report, verp_id=verp_id, envelope_from=envelope_from, report_address=address, raw=raw
-                )
+        for verp, address in verps.items():
+            report_process(parsed=parsed, verp=verp, envelope_from=envelope_from, report_address=address, raw=raw)
     return refused

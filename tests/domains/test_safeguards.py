@@ -1,4 +1,6 @@
-"""The automatic pause: bounce and complaint rates over the recent-sends window, with a minimum sample."""
+"""The automatic pause: bounce and complaint rates over the recent-sends window, with minimum evidence.
+
+The defaults: at least 100 sends in the window, and at least 5 bounced (3 complained) messages."""
 
 from datetime import timedelta
 
@@ -20,11 +22,12 @@ def sends(domain, count: int, status: str = Status.DELIVERED, age: timedelta = t
 @pytest.mark.parametrize(
     ("delivered", "bounced", "paused"),
     [
-        (18, 1, False),  # 19 sends: below the minimum sample of 20, even at 5.3%
-        (19, 1, False),  # 1 of 20 = 5%: at the limit
-        (38, 2, False),  # 2 of 40 = 5%
-        (37, 3, True),  # 3 of 40 = 7.5%
-        (18, 2, True),  # 2 of 20 = 10%
+        (90, 9, False),  # 99 sends: below the minimum volume of 100, even at 9%
+        (95, 5, False),  # 5 of 100 = 5%: at the limit
+        (96, 4, False),  # 4 of 100: under the limit anyway
+        (94, 6, True),  # 6 of 100 = 6%
+        (120, 4, False),  # 4 of 124 = 3.2%
+        (60, 40, True),  # 40%
     ],
 )
 def test_bounce_rate(domain, delivered, bounced, paused):
@@ -35,45 +38,59 @@ def test_bounce_rate(domain, delivered, bounced, paused):
     assert (domain.sending_paused, domain.auto_paused) == (paused, paused)
 
 
-@pytest.mark.parametrize(("delivered", "paused"), [(999, False), (998, True)])
-def test_complaint_rate_over_a_tenth_of_a_percent(domain, settings, delivered, paused):
-    settings.MAILSERVICE_SAFEGUARD_WINDOW_SENDS = 1000
+@pytest.mark.parametrize(("delivered", "complained", "paused"), [(2997, 3, False), (997, 3, True), (500, 2, False)])
+def test_complaint_rate_over_a_tenth_of_a_percent_with_three_complaints(
+    domain, settings, delivered, complained, paused
+):
+    settings.MAILSERVICE_SAFEGUARD_WINDOW_SENDS = 3000
     sends(domain, delivered)
-    sends(domain, 1, Status.COMPLAINED)
+    sends(domain, complained, Status.COMPLAINED)
     assert safeguard_check(domain=domain) is paused
     if paused:
         domain.refresh_from_db()
         assert domain.pause_reason == (
-            "Automatic pause: complaint rate 0.1001% (1 of the last 999 sends) is over the 0.1% limit"
+            "Automatic pause: complaint rate 0.3% (3 of the last 1000 sends) is over the 0.1% limit"
         )
         assert (domain.paused_by, domain.paused_at is not None) == ("safeguard", True)
 
 
+def test_one_complaint_among_25_sends_does_not_pause(domain):
+    sends(domain, 24)
+    sends(domain, 1, Status.COMPLAINED)
+    assert safeguard_check(domain=domain) is False
+
+
+def test_complaints_are_counted_at_the_minimum_volume(domain):
+    sends(domain, 97)
+    sends(domain, 3, Status.COMPLAINED)
+    assert safeguard_check(domain=domain) is True
+
+
 def test_the_window_is_the_most_recent_sends(domain, settings):
-    settings.MAILSERVICE_SAFEGUARD_WINDOW_SENDS = 20
-    sends(domain, 10, Status.BOUNCED, age=timedelta(hours=1))  # older than the last 20 sends
-    sends(domain, 20)
+    settings.MAILSERVICE_SAFEGUARD_WINDOW_SENDS = 100
+    sends(domain, 10, Status.BOUNCED, age=timedelta(hours=1))  # older than the last 100 sends
+    sends(domain, 100)
     assert sending_health(domain=domain).bounces == 0
     assert safeguard_check(domain=domain) is False
 
 
 def test_the_window_ends_after_the_configured_hours(domain):
     sends(domain, 30, Status.BOUNCED, age=timedelta(hours=25))
-    sends(domain, 20)
-    assert (sending_health(domain=domain).sends, safeguard_check(domain=domain)) == (20, False)
+    sends(domain, 100)
+    assert (sending_health(domain=domain).sends, safeguard_check(domain=domain)) == (100, False)
 
 
 def test_received_mail_and_other_domains_do_not_count(domain):
     sends(DomainFactory(), 30, Status.BOUNCED)
     MessageFactory.create_batch(30, domain=domain, direction=Direction.RECEIVED, status=Status.RECEIVED)
-    sends(domain, 20)
-    assert sending_health(domain=domain).sends == 20
+    sends(domain, 100)
+    assert sending_health(domain=domain).sends == 100
     assert safeguard_check(domain=domain) is False
 
 
 def test_an_already_paused_domain_keeps_its_reason(domain):
     sending_pause(domain=domain, actor="operator", reason="maintenance")
-    sends(domain, 20, Status.BOUNCED)
+    sends(domain, 100, Status.BOUNCED)
     assert safeguard_check(domain=domain) is False
     domain.refresh_from_db()
     assert (domain.pause_reason, domain.auto_paused) == ("maintenance", False)

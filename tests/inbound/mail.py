@@ -10,6 +10,7 @@ from email.policy import compat32
 from email.utils import formatdate, make_msgid
 
 from messaging.models import Message
+from messaging.verp import verp_local_part
 
 RETURN_PATH_DOMAIN = "bounces.acme.example.com"
 
@@ -20,7 +21,7 @@ def wire_bytes(mail: EmailMessage) -> bytes:
 
 
 def verp_address(message: Message) -> str:
-    return f"bounces+{message.public_id}@{RETURN_PATH_DOMAIN}"
+    return f"{verp_local_part(message.public_id)}@{RETURN_PATH_DOMAIN}"
 
 
 def plain_mail(*, sender: str, to: str, subject: str, text: str) -> EmailMessage:
@@ -37,8 +38,10 @@ def _original_headers(message: Message) -> str:
     )
 
 
-def dsn(*, message: Message, recipient: str, action: str = "failed", status: str = "5.1.1") -> EmailMessage:
-    """A bounce as Postfix sends it: human-readable part, delivery-status, the original's headers."""
+def dsn(
+    *, message: Message, recipient: str, action: str = "failed", status: str = "5.1.1", original: bool = True
+) -> EmailMessage:
+    """A bounce as Postfix sends it: human-readable part, delivery-status, and the original's headers if `original`."""
     code = "550" if status.startswith("5") else "452"
     diagnostic = f"smtp; {code} {status} <{recipient}>: Recipient address rejected"
     report = MIMEMultipart("report", report_type="delivery-status")
@@ -54,12 +57,32 @@ def dsn(*, message: Message, recipient: str, action: str = "failed", status: str
     )
     status_part.set_payload([per_message, per_recipient])
     report.attach(status_part)
-    report.attach(MIMEText(_original_headers(message), "rfc822-headers"))
+    if original:
+        report.attach(MIMEText(_original_headers(message), "rfc822-headers"))
     return report
 
 
-def arf(*, message: Message, recipient: str, to: str) -> EmailMessage:
-    """A feedback-loop complaint (RFC 5965) quoting the original message."""
+def global_dsn(*, message: Message, recipient: str, status: str = "5.1.1") -> bytes:
+    """A Postfix SMTPUTF8 bounce (RFC 6533): message/global-delivery-status with raw UTF-8 fields."""
+    boundary = "global-boundary"
+    return (
+        f"From: MAILER-DAEMON@mx.example.org (Mail Delivery System)\r\nTo: {verp_address(message)}\r\n"
+        "Subject: Undelivered Mail Returned to Sender\r\nAuto-Submitted: auto-replied\r\nMIME-Version: 1.0\r\n"
+        f'Content-Type: multipart/report; report-type=global-delivery-status; boundary="{boundary}"\r\n\r\n'
+        f"--{boundary}\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+        f"<{recipient}>: host mx.example.org said: 550 {status} User unknown\r\n"
+        f"--{boundary}\r\nContent-Type: message/global-delivery-status\r\n\r\n"
+        "Reporting-MTA: dns; mx.example.org\r\n\r\n"
+        f"Final-Recipient: utf-8; {recipient}\r\nOriginal-Recipient: utf-8; {recipient}\r\nAction: failed\r\n"
+        f"Status: {status}\r\nDiagnostic-Code: smtp; 550 {status} User unknown\r\n"
+        f"--{boundary}\r\nContent-Type: message/global-headers\r\n\r\n"
+        f"{_original_headers(message)}"
+        f"--{boundary}--\r\n"
+    ).encode()
+
+
+def arf(*, message: Message, recipient: str, to: str, original: bool = True) -> EmailMessage:
+    """A feedback-loop complaint (RFC 5965) quoting the original message (unless not `original`)."""
     report = MIMEMultipart("report", report_type="feedback-report")
     report["From"], report["To"], report["Subject"] = "staff@feedback.example.net", to, "FW: complaint"
     report.attach(MIMEText("This is an email abuse report.\n"))
@@ -68,8 +91,9 @@ def arf(*, message: Message, recipient: str, to: str) -> EmailMessage:
         f"Feedback-Type: abuse\nUser-Agent: ExampleFBL/1.0\nVersion: 1\nOriginal-Rcpt-To: {recipient}\n"
     )
     report.attach(feedback)
-    original = plain_mail(sender=message.from_address, to=recipient, subject=message.subject, text="Hello")
-    del original["Message-ID"]
-    original["Message-ID"] = message.message_id_header
-    report.attach(MIMEMessage(original))
+    if original:
+        copy = plain_mail(sender=message.from_address, to=recipient, subject=message.subject, text="Hello")
+        del copy["Message-ID"]
+        copy["Message-ID"] = message.message_id_header
+        report.attach(MIMEMessage(copy))
     return report

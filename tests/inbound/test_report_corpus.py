@@ -13,7 +13,7 @@ from messaging.inbound.reports import classify
 from messaging.inbound.services import inbound_deliver
 from messaging.models import Direction, EventType, Message, Status, Suppression
 from tests.factories import MessageFactory
-from tests.inbound.mail import RETURN_PATH_DOMAIN
+from tests.inbound.mail import RETURN_PATH_DOMAIN, verp_address
 
 CORPUS = Path(__file__).parent / "corpus"
 ORIGINAL = "<msg_corpusoriginal0000000001@acme.example.com>"
@@ -69,14 +69,20 @@ def test_processing_against_a_sent_message(name, domain):
     kind, recipients, _ = EXPECTED[name]
     to = [address for address, _ in recipients if address] or ["Reader <reader@example.org>"]
     sent = MessageFactory(domain=domain, status=Status.DELIVERED, to=to)
-    verp = f"bounces+{sent.public_id}@{RETURN_PATH_DOMAIN}"
+    verp = verp_address(sent)
 
     inbound_deliver(envelope_from="", recipients=[verp], raw=(CORPUS / name).read_bytes())
 
     sent.refresh_from_db()
     events = list(sent.events.values_list("type", flat=True))
     kept = Message.objects.filter(direction=Direction.RECEIVED)
-    expected_status = {"bounce": Status.BOUNCED, "complaint": Status.COMPLAINED}.get(kind, Status.DELIVERED)
+    # `bounced` only when every recipient bounced hard (the other recipient of the mixed report is only delayed).
+    every_one_bounced = all(status.startswith("5") for _, status in recipients)
+    expected_status = {
+        "bounce": Status.BOUNCED if every_one_bounced else Status.DELIVERED,
+        "complaint": Status.COMPLAINED,
+    }
+    expected_status = expected_status.get(kind, Status.DELIVERED)
     assert sent.status == expected_status
     if kind == "none":
         assert (events, kept.count(), kept.get().to) == ([], 1, [verp])
@@ -93,3 +99,77 @@ def test_processing_against_a_sent_message(name, domain):
         assert suppressed == [(recipients[0][0] or "reader@example.org", "complaint")]
     else:
         assert suppressed == []
+
+
+def dsn_with_action(action: str, status: str) -> bytes:
+    return (
+        "From: MAILER-DAEMON@mx.example.org\r\nTo: bounces@b.example\r\nSubject: Delivery Status Notification\r\n"
+        'MIME-Version: 1.0\r\nContent-Type: multipart/report; report-type=delivery-status; boundary="b"\r\n\r\n'
+        "--b\r\nContent-Type: text/plain\r\n\r\nDelivery failed.\r\n"
+        "--b\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mx.example.org\r\n\r\n"
+        f"Final-Recipient: rfc822; user@example.org\r\nAction: {action}\r\nStatus: {status}\r\n--b--\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("action", "status", "outcome"),
+    [
+        ("failed", "5.1.1", "bounce"),
+        ("failure", "5.1.1", "bounce"),  # RFC 3464 says "failed"; real MTAs write these too
+        ("error", "5.0.0", "bounce"),
+        ("expired", "4.4.7", "soft_bounce"),
+        ("failed", "4.2.2", "soft_bounce"),  # the relay gave up on a full mailbox: not permanent
+        ("delayed", "4.4.1", "delay"),
+        ("delivered", "2.0.0", None),
+    ],
+)
+def test_dsn_action_variants(action, status, outcome):
+    report = classify(dsn_with_action(action, status))
+    assert [(r.address, r.outcome, r.status) for r in report.recipients] == (
+        [("user@example.org", outcome, status)] if outcome else []
+    )
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "From: Jane <jane@example.org>\r\nAuto-Submitted: auto-replied\r\nSubject: Re: your mail",
+        "From: jane@example.org\r\nX-Autoreply: yes\r\nSubject: Undeliverable? No, on holiday",
+        "From: jane@example.org\r\nPrecedence: auto_reply\r\nSubject: Returned mail",
+        "From: Spam Arrest <noreply@challenge.example>\r\nSubject: Please confirm your message",
+        "From: jane@example.org\r\nSubject: Out of Office: delivery failed notices will be answered later",
+    ],
+    ids=["auto-submitted", "x-autoreply", "precedence", "challenge-response", "out-of-office-subject"],
+)
+def test_auto_replies_and_challenges_are_not_reports(headers):
+    raw = f"{headers}\r\nTo: bounces@b.example\r\n\r\nI am away. 550 user unknown <someone@example.org>\r\n"
+    assert classify(raw.encode()).kind == "none"
+
+
+def test_a_multi_report_arf_names_every_complainer():
+    raw = (
+        b"From: fbl@isp.example\r\nTo: fbl@b.example\r\nSubject: Abuse report\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/report; report-type=feedback-report; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\n\r\nThree reports.\r\n"
+        b"--b\r\nContent-Type: message/feedback-report\r\n\r\nFeedback-Type: abuse\r\nVersion: 1\r\n"
+        b"Original-Rcpt-To: a@example.org\r\nOriginal-Rcpt-To: b@example.org\r\nOriginal-Rcpt-To: c@example.org\r\n"
+        b"--b--\r\n"
+    )
+    report = classify(raw)
+    assert [(r.address, r.outcome, r.feedback_type) for r in report.recipients] == [
+        (address, "complaint", "abuse") for address in ("a@example.org", "b@example.org", "c@example.org")
+    ]
+
+
+def test_a_microsoft_jmrp_complaint_names_the_original_recipient():
+    raw = (
+        b"From: staff@hotmail.com\r\nTo: fbl@b.example\r\nSubject: complaint about message from 192.0.2.1\r\n"
+        b'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: message/rfc822\r\n\r\nX-HmXmrOriginalRecipient: Reader@Outlook.example\r\n"
+        b"From: shop@acme.example.com\r\nTo: reader@outlook.example\r\n"
+        b"Message-ID: <msg_x@acme.example.com>\r\n\r\nhi\r\n"
+        b"--b--\r\n"
+    )
+    report = classify(raw)
+    assert (report.kind, [r.address for r in report.recipients]) == ("complaint", ["reader@outlook.example"])
+    assert report.original_message_id == "<msg_x@acme.example.com>"

@@ -154,7 +154,8 @@ def test_international_addresses_use_idna_domains_and_smtputf8_only_for_non_asci
 
 @pytest.mark.parametrize(
     ("return_path_domain", "mail_from"),
-    [(None, "shop@acme.example.com"), ("bounces.example.net", "bounces+msg_test123@bounces.example.net")],
+    # the tag: an HMAC of the id under the test SECRET_KEY (messaging.verp)
+    [(None, "shop@acme.example.com"), ("bounces.example.net", "bounces+msg_test123.5e48c4845a@bounces.example.net")],
 )
 def test_the_envelope_sender_is_the_verp_return_path_when_configured(return_path_domain, mail_from):
     envelope = envelope_for(message=build(), recipients=["bob@example.org"], return_path_domain=return_path_domain)

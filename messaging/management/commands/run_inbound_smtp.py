@@ -3,8 +3,10 @@ import asyncio
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from mailservice.tls import server_tls_context
 from messaging.inbound.server import serve
 
 
@@ -26,10 +28,17 @@ class Command(BaseCommand):
         limit = settings.MAILSERVICE_INBOUND_MAX_BYTES
 
         def ready() -> None:
-            self.stdout.write(f"Inbound SMTP listening on {host}:{port} (messages up to {limit} bytes)", ending="\n")
+            tls = "STARTTLS offered" if tls_context else "no STARTTLS"
+            self.stdout.write(
+                f"Inbound SMTP listening on {host}:{port} (messages up to {limit} bytes, {tls})", ending="\n"
+            )
             self.stdout.flush()
 
         try:
-            asyncio.run(serve(host=host, port=port, ready=ready))
+            tls_context = server_tls_context()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
+        try:
+            asyncio.run(serve(host=host, port=port, tls_context=tls_context, ready=ready))
         except OSError as exc:
             raise CommandError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}") from None
