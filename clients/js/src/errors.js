@@ -36,12 +36,21 @@ export class MailServiceConnectionError extends MailServiceError {
   }
 }
 
+/** HTTP 400: invalid request content, invalid cursor, or sender domain not verified. */
 export class BadRequestError extends MailServiceError {}
+/** HTTP 401: the key is missing, invalid or revoked. */
 export class AuthenticationError extends MailServiceError {}
+/** HTTP 403: the key lacks the permission, or the sender is on another domain. */
 export class PermissionDeniedError extends MailServiceError {}
 export class NotFoundError extends MailServiceError {}
+export class MethodNotAllowedError extends MailServiceError {}
 export class RequestTooLargeError extends MailServiceError {}
+/** HTTP 500: the service failed unexpectedly; quote `requestId` when asking for help. */
+export class InternalServerError extends MailServiceError {}
+/** `SendingPaused` (HTTP 503): an operator or a safeguard paused sending; no message was sent. */
 export class SendingPausedError extends MailServiceError {}
+/** Any other HTTP 502, 503 or 504 (the database unreachable, a proxy without a backend): retry later. */
+export class ServiceUnavailableError extends MailServiceError {}
 
 export class RateLimitError extends MailServiceError {
   /** Seconds the service asks to wait, or null when it did not say. */
@@ -51,15 +60,57 @@ export class RateLimitError extends MailServiceError {
   }
 }
 
+/**
+ * The class of each code the service answers with (README, "Error codes"): the code decides,
+ * so a database outage and a paused domain (both 503) stay apart.
+ * @type {Record<string, typeof MailServiceError>}
+ */
+const BY_CODE = {
+  ValidationError: BadRequestError,
+  InvalidJson: BadRequestError,
+  InvalidContentType: BadRequestError,
+  DomainNotVerified: BadRequestError,
+  TemplateNotFound: BadRequestError,
+  MissingTemplateVariable: BadRequestError,
+  InvalidCursor: BadRequestError,
+  BadRequest: BadRequestError,
+  Unauthorized: AuthenticationError,
+  MissingPermission: PermissionDeniedError,
+  SenderNotAllowed: PermissionDeniedError,
+  Forbidden: PermissionDeniedError,
+  NotFound: NotFoundError,
+  MethodNotAllowed: MethodNotAllowedError,
+  RequestTooLarge: RequestTooLargeError,
+  RateLimited: RateLimitError,
+  AllowanceExhausted: RateLimitError,
+  InternalError: InternalServerError,
+  SendingPaused: SendingPausedError,
+  ServiceUnavailable: ServiceUnavailableError,
+};
+
+/**
+ * A code this client does not know (a newer service), or no envelope at all (a proxy's page):
+ * the status decides.
+ * @type {Record<number, typeof MailServiceError>}
+ */
 const BY_STATUS = {
   400: BadRequestError,
   401: AuthenticationError,
   403: PermissionDeniedError,
   404: NotFoundError,
+  405: MethodNotAllowedError,
   413: RequestTooLargeError,
   429: RateLimitError,
-  503: SendingPausedError,
+  500: InternalServerError,
+  502: ServiceUnavailableError,
+  503: ServiceUnavailableError,
+  504: ServiceUnavailableError,
 };
+
+/** The class of an error response: by its `code` first, by its HTTP status second. */
+export function errorClass(code, status) {
+  return (Object.hasOwn(BY_CODE, code) ? BY_CODE[code] : BY_STATUS[status]) ?? MailServiceError;
+}
 
 /** The error for a non-2xx response: the ApiError envelope when there is one, else the HTTP status. */
 export function errorFromResponse(status, headers, text) {
@@ -78,6 +129,6 @@ export function errorFromResponse(status, headers, text) {
     message = String(error.message || message);
     requestId = error.request_id ? String(error.request_id) : requestId;
   }
-  const ErrorClass = BY_STATUS[status] ?? MailServiceError;
+  const ErrorClass = errorClass(code, status);
   return new ErrorClass(message, { code, status, requestId, headers });
 }
