@@ -44,7 +44,7 @@ class MessageAdmin(admin.ModelAdmin):
     # Newest first by primary key (ids grow with time): a backward scan of the primary key index,
     # where sorting by another column would sort the whole table on every page.
     ordering = ["-id"]
-    sortable_by: tuple[str, ...] = ()
+    sortable_by = ()
     paginator = EstimatedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER  # facet counts would scan the whole table
@@ -76,7 +76,7 @@ class MessageAdmin(admin.ModelAdmin):
         return super().get_search_results(request, queryset, search_term)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Message | None = None) -> list[str]:
-        return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
+        return [str(field) for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
 
     recipients = _mailbox_list("to", "To")
     cc_list = _mailbox_list("cc", "Cc")

@@ -9,7 +9,7 @@ from domains.selectors import global_sending_paused
 from domains.services import allowance_consume, allowance_day_open, allowance_exhausted
 from mailservice.errors import ErrorCode, PermissionDenied, SendingPaused, ValidationFailed
 from mailservice.mailbox import address_of
-from messaging.inserts import insert_fields, insert_values
+from messaging.inserts import insert_columns, insert_fields, insert_values
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.tasks import dispatch_enqueue
 from templates_app.selectors import template_version_for_send
@@ -152,8 +152,8 @@ def _accept_statement(*, limited: bool) -> str:
     """The statement of _store_in_one_statement; parameters: domain id, day, [allowance], the
     message's insert_values, the event's (without its message). Returns (paused, message id or NULL)."""
     quote = connection.ops.quote_name
-    message_columns = [quote(column.column) for column in insert_fields(Message)]
-    event_columns = [quote(column.column) for column in insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS)]
+    message_columns = insert_columns(insert_fields(Message))
+    event_columns = insert_columns(insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS))
     allowance = ' AND "sent_count" < %s' if limited else ""
     # Only the models' own identifiers are interpolated; every value is a parameter.
     return (

@@ -24,7 +24,7 @@ from templates_app.services import (
 
 class TemplateVersionInline(admin.TabularInline):
     model = TemplateVersion
-    fields = ["number", "subject", "published", "published_at", "created_at"]
+    fields = ("number", "subject", "published", "published_at", "created_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -48,7 +48,7 @@ class TemplateAdmin(admin.ModelAdmin):
 
     @admin.display(description="Versions", ordering="version_count")
     def version_count(self, template: Template) -> int:
-        return template.version_count
+        return template.version_count  # type: ignore[attr-defined]  # annotated by get_queryset
 
     @admin.display(description="Use in /v1/send")
     def api_usage(self, template: Template) -> str:
@@ -76,6 +76,7 @@ class TemplateVersionAddForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        assert cleaned is not None  # a ModelForm's clean returns its cleaned_data
         if not cleaned.get("text") and not cleaned.get("html"):
             raise forms.ValidationError("A version needs text or HTML (or both).")
         return cleaned

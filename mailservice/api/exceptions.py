@@ -90,10 +90,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         else:
             message = str(exc.detail)
         headers = {}
-        if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header
-        if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))
+        auth_header, wait = getattr(exc, "auth_header", None), getattr(exc, "wait", None)
+        if auth_header:
+            headers["WWW-Authenticate"] = auth_header
+        if wait:
+            headers["Retry-After"] = str(int(wait))
         return Response(error_body(code, message, request), status=STATUS_OF_CODE[code], headers=headers)
     return None  # Unexpected: ApiErrorMiddleware logs it and renders a 500 envelope.
 

@@ -73,7 +73,7 @@ class _SendBaseSerializer(StrictSerializer):
     bcc = AddressOrListField(required=False)
     replyTo = ReplyToField(required=False)  # noqa: N815 - the wire name
 
-    required_any_of = (("to", "cc", "bcc"),)
+    required_any_of: tuple[tuple[str, ...], ...] = (("to", "cc", "bcc"),)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         recipients = sum(len(attrs.get(name, [])) for name in ("to", "cc", "bcc"))
@@ -151,7 +151,7 @@ class MessageSerializer(StrictSerializer):
 
 
 class MessageListSerializer(serializers.Serializer):
-    data = MessageSerializer(many=True, source="messages")
+    data = MessageSerializer(many=True, source="messages")  # type: ignore[assignment]  # the wire field `data` shadows Serializer.data
     has_more = serializers.BooleanField()
     next_cursor = serializers.CharField(allow_null=True)
 

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from email.message import Message as EmailMessage
 from enum import StrEnum
 
-from messaging.inbound.parsing import addresses, body_text, decode_header_value, header, parse_bytes, part_text
+from messaging.inbound.parsing import (
+    addresses,
+    body_text,
+    decode_header_value,
+    header,
+    parse_bytes,
+    part_text,
+    subparts,
+)
 
 
 class Outcome(StrEnum):
@@ -104,7 +112,7 @@ def _report_blocks(part: EmailMessage) -> list[dict[str, str]]:
     payload = part.get_payload()
     if isinstance(payload, list):
         blocks = []
-        for block in payload:
+        for block in subparts(part):
             fields = {name.lower(): decode_header_value(value) for name, value in block.items()}
             trailing = block.get_payload()
             blocks += [fields, *_fields(trailing)] if isinstance(trailing, str) else [fields]
@@ -130,8 +138,8 @@ def _original_message_id(message: EmailMessage) -> str:
     texts = []
     for part in message.walk():
         content_type = part.get_content_type()
-        if content_type == "message/rfc822" and isinstance(part.get_payload(), list) and part.get_payload():
-            found = header(part.get_payload()[0], "Message-ID")
+        if content_type == "message/rfc822" and subparts(part):
+            found = header(subparts(part)[0], "Message-ID")
             if found:
                 return _normalise_message_id(found)
         elif content_type == "text/rfc822-headers":
@@ -184,8 +192,8 @@ def _complaint(message: EmailMessage, feedback: EmailMessage | None) -> Report:
     address = _bare(fields.get("original-rcpt-to", "")) or _bare(fields.get("removal-recipient", ""))
     if not address:
         original = _first_part(message, "message/rfc822")
-        embedded = original.get_payload() if original is not None else None
-        if isinstance(embedded, list) and embedded:
+        embedded = subparts(original) if original is not None else []
+        if embedded:
             address = next(iter(addresses(embedded[0], "To")), "")
     recipient = RecipientReport(address, Outcome.COMPLAINT, diagnostic=f"feedback-type: {feedback_type}")
     return Report([recipient], _original_message_id(message))

@@ -23,7 +23,7 @@ from domains.safeguards import safeguard_check
 from mailservice.mailbox import address_of
 from messaging.inbound.parsing import ReceivedMail, parse_received
 from messaging.inbound.reports import Outcome, RecipientReport, Report, classify
-from messaging.inserts import insert_fields, insert_values
+from messaging.inserts import insert_columns, insert_fields, insert_values
 from messaging.models import Direction, EventType, Message, MessageEvent, Status, SuppressionReason
 from messaging.suppressions import suppression_add
 
@@ -138,12 +138,12 @@ def _store_in_one_statement(messages: dict[str, Message], *, detail: str) -> set
     messages and of their events in a data-modifying CTE, atomic on its own, so one round trip instead of
     five (the domain query, BEGIN, two INSERTs, COMMIT). The messages differ only in public id and recipients."""
     quote = connection.ops.quote_name
-    per_row = [Message._meta.get_field("public_id"), Message._meta.get_field("to")]
+    per_row = insert_fields(Message, only=("public_id", "to"))
     # Every other column Django would insert, with the value it would (defaults and auto_now included).
     shared = insert_fields(Message, exclude=frozenset({"domain", "public_id", "to"}))
     shared_values = insert_values(next(iter(messages.values())), shared)
     rows = [[name, *insert_values(message, per_row)] for name, message in messages.items()]
-    columns = ", ".join(quote(field.column) for field in [Message._meta.get_field("domain"), *per_row, *shared])
+    columns = ", ".join(insert_columns([*insert_fields(Message, only=("domain",)), *per_row, *shared]))
     now = timezone.now()
     # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
     sql = (

@@ -105,7 +105,7 @@ def test_compat_styles_validate_before_any_request(monkeypatch):
         with pytest.raises(ValidationError, match="idempotency_key"):
             resend.Emails.send(VALID, {"idempotency_key": "k"})
         with pytest.raises(ValidationError, match="helper objects"):
-            sendgrid.SendGridAPIClient("key", host=base_url).send(object())  # type: ignore[arg-type]
+            sendgrid.SendGridAPIClient("key", host=base_url).send(object())  # type: ignore[arg-type]  # the wrong type on purpose
         with pytest.raises(ValidationError, match="EmailTags"):
             boto3.client("sesv2", endpoint_url=base_url, api_key="key").send_email(EmailTags=[])
     assert connections == []

@@ -19,8 +19,12 @@ export class ValidationError extends MailServiceError {
   readonly field: string;
   readonly reason: string;
 }
-export class ConfigurationError extends MailServiceError {}
-export class MailServiceConnectionError extends MailServiceError {}
+export class ConfigurationError extends MailServiceError {
+  constructor(message: string);
+}
+export class MailServiceConnectionError extends MailServiceError {
+  constructor(message: string, options?: { cause?: unknown });
+}
 export class BadRequestError extends MailServiceError {}
 export class AuthenticationError extends MailServiceError {}
 export class PermissionDeniedError extends MailServiceError {}

@@ -2,7 +2,11 @@
 // the HTTP `status` (null when no response came back), the message and the `requestId`.
 
 export class MailServiceError extends Error {
-  constructor(message, { code, status = null, requestId = null, headers = {} } = {}) {
+  /**
+   * @param {string} message
+   * @param {import("./errors.js").MailServiceErrorOptions} options
+   */
+  constructor(message, { code, status = null, requestId = null, headers = {} }) {
     super(message);
     this.name = new.target.name;
     this.code = code;
@@ -14,6 +18,10 @@ export class MailServiceError extends Error {
 
 /** Raised locally, before any request, for input the service would reject; `field` names it. */
 export class ValidationError extends MailServiceError {
+  /**
+   * @param {string} field
+   * @param {string} reason
+   */
   constructor(field, reason) {
     super(field ? `${field}: ${reason}` : reason, { code: "ValidationError" });
     this.field = field;
@@ -23,6 +31,7 @@ export class ValidationError extends MailServiceError {
 
 /** No API key or base URL was given and the environment does not provide one. */
 export class ConfigurationError extends MailServiceError {
+  /** @param {string} message */
   constructor(message) {
     super(message, { code: "ConfigurationError" });
   }
@@ -30,6 +39,10 @@ export class ConfigurationError extends MailServiceError {
 
 /** No response came back (refused, reset, timed out). A send may or may not have been accepted. */
 export class MailServiceConnectionError extends MailServiceError {
+  /**
+   * @param {string} message
+   * @param {{ cause?: unknown }} [options]
+   */
   constructor(message, { cause } = {}) {
     super(message, { code: "ConnectionError" });
     this.cause = cause;
@@ -107,12 +120,22 @@ const BY_STATUS = {
   504: ServiceUnavailableError,
 };
 
-/** The class of an error response: by its `code` first, by its HTTP status second. */
+/**
+ * The class of an error response: by its `code` first, by its HTTP status second.
+ * @param {string} code
+ * @param {number} status
+ * @returns {typeof MailServiceError}
+ */
 export function errorClass(code, status) {
   return (Object.hasOwn(BY_CODE, code) ? BY_CODE[code] : BY_STATUS[status]) ?? MailServiceError;
 }
 
-/** The error for a non-2xx response: the ApiError envelope when there is one, else the HTTP status. */
+/**
+ * The error for a non-2xx response: the ApiError envelope when there is one, else the HTTP status.
+ * @param {number} status
+ * @param {Record<string, string>} headers lower-case names
+ * @param {string} text
+ */
 export function errorFromResponse(status, headers, text) {
   let code = `Http${status}`;
   let message = `HTTP ${status}`;

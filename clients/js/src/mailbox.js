@@ -12,19 +12,24 @@ const ADDRESS = `${ATOM}+@(?=${ATOM}*\\.)${ATOM}+`;
 const BARE = new RegExp(`^${ADDRESS}$`, "u");
 const WITH_DISPLAY = new RegExp(`^[^\\x00<>\\r\\n]+ <${ADDRESS}>$`, "u");
 
-/** The length of a string in code points (what the server counts). */
+/**
+ * The length of a string in code points (what the server counts).
+ * @param {string} value
+ */
 export function codePoints(value) {
   let count = 0;
   for (const _ of value) count += 1;
   return count;
 }
 
+/** @param {string} value */
 export function isMailbox(value) {
   const length = codePoints(value);
   if (length < MIN_LENGTH || length > MAX_LENGTH) return false;
   return BARE.test(value) || WITH_DISPLAY.test(value);
 }
 
+/** @param {string} value */
 export function isBareAddress(value) {
   return BARE.test(value);
 }

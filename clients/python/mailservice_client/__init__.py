@@ -22,7 +22,7 @@ from mailservice_client.errors import (
     ServiceUnavailableError,
     ValidationError,
 )
-from mailservice_client.types import Message, MessageList, SendResult
+from mailservice_client.types import Message, MessageList, SendParams, SendResult, TemplateReference
 
 __all__ = [
     "AsyncMailService",
@@ -40,9 +40,11 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitError",
     "RequestTooLargeError",
+    "SendParams",
     "SendResult",
     "SendingPausedError",
     "ServiceUnavailableError",
+    "TemplateReference",
     "ValidationError",
     "__version__",
 ]
