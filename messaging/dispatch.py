@@ -26,11 +26,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Exists, F, Q
+from django.db.models import F, Q
 from django.utils import timezone
 
-from domains.models import SendingControl
-from domains.selectors import global_sending_paused
+from domains.sending import domain_unpaused, global_paused, unpaused
 from mailservice.mailbox import address_of
 from messaging.dkim import dkim_sign
 from messaging.inserts import column_of
@@ -55,12 +54,12 @@ def retry_delay(*, attempt: int) -> timedelta:
 
 def _due(now: datetime) -> Q:
     lease_free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    return Q(status=Status.ACCEPTED, next_attempt_at__lte=now, domain__sending_paused=False) & lease_free
+    return Q(status=Status.ACCEPTED, next_attempt_at__lte=now) & domain_unpaused() & lease_free
 
 
 def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]:
     """Lease up to `limit` due messages (`public_id` first) to this worker; nothing while the global pause is on."""
-    if global_sending_paused():
+    if global_paused():
         return []
     now = timezone.now()
     lease = now + timedelta(seconds=settings.MAILSERVICE_DISPATCH_LEASE_SECONDS)
@@ -217,9 +216,8 @@ def _renew_leases(messages: list[Message], lease: BatchLease) -> set[int]:
     renewed = timezone.now() + timedelta(seconds=settings.MAILSERVICE_DISPATCH_LEASE_SECONDS)
     ids = [message.pk for message in messages]
     mine = Message.objects.filter(pk__in=ids, status=Status.ACCEPTED, lease_expires_at=lease.expires_at)
-    unpaused = mine.filter(~Exists(SendingControl.objects.filter(pk=1, paused=True)), domain__sending_paused=False)
     held: set[int] = set()
-    if unpaused.update(lease_expires_at=renewed):
+    if mine.filter(unpaused()).update(lease_expires_at=renewed):
         held = set(Message.objects.filter(pk__in=ids, lease_expires_at=renewed).values_list("pk", flat=True))
     # Still at the old value: paused. (Another worker's claims no longer match it.)
     _release([message for message in messages if message.pk not in held], lease)
@@ -322,7 +320,7 @@ def dispatch_sweep(*, enqueue: Callable[[], object]) -> int:
     Due: a retry whose time has come, or a first attempt that no worker has claimed within the
     grace period (its task was lost), and no lease held. Paused messages are not due.
     """
-    if global_sending_paused():
+    if global_paused():
         return 0
     now = timezone.now()
     grace = now - timedelta(seconds=settings.MAILSERVICE_DISPATCH_SWEEP_GRACE)

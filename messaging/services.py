@@ -4,10 +4,10 @@ from functools import cache
 from django.db import connection, transaction
 from django.utils import timezone
 
-from domains.models import DailyUsage, Domain, SendingControl
-from domains.selectors import global_sending_paused
+from domains.models import DailyUsage, Domain
+from domains.sending import global_paused, global_paused_sql, send_refusal, sending_paused_error
 from domains.services import allowance_consume, allowance_day_open, allowance_exhausted
-from mailservice.errors import ErrorCode, PermissionDenied, SendingPaused, ValidationFailed
+from mailservice.errors import ErrorCode, PermissionDenied
 from mailservice.mailbox import address_of
 from messaging.inserts import insert_columns, insert_fields, insert_values
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
@@ -38,9 +38,6 @@ class SendRequest:
     template: TemplateReference | None = None
 
 
-PAUSED_MESSAGE = "Sending is paused: production sending is not activated for this domain; no message was sent"
-
-
 def _is_on_domain(address: str, domain: Domain) -> bool:
     """Exact and case-insensitive; a Unicode domain matches its stored IDNA (xn--) form."""
     try:
@@ -67,11 +64,11 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         raise PermissionDenied(
             f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
         )
-    if not domain.verified:
-        raise ValidationFailed(f"The domain {domain.name} is not verified", code=ErrorCode.DOMAIN_NOT_VERIFIED)
-    # The domain was read with the key, in this request; the global switch is read below.
-    if domain.sending_paused:
-        raise SendingPaused(PAUSED_MESSAGE)
+    # The domain was read with the key, in this request; the global switch is read where the
+    # message is stored, below.
+    refusal = send_refusal(domain=domain)
+    if refusal is not None:
+        raise refusal
 
     message = Message(
         domain=domain,
@@ -99,8 +96,8 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
 
 def _store_in_transaction(domain: Domain, message: Message) -> None:
     """The global pause check, then the allowance count and the two rows in one transaction."""
-    if global_sending_paused():
-        raise SendingPaused(PAUSED_MESSAGE)
+    if global_paused():
+        raise sending_paused_error()
     with transaction.atomic():
         allowance_consume(domain=domain)
         message.save(force_insert=True)
@@ -134,7 +131,7 @@ def _store_in_one_statement(domain: Domain, message: Message) -> None:
             cursor.execute(_accept_statement(limited=limited), params)
             paused, message_pk = cursor.fetchone()
         if paused:
-            raise SendingPaused(PAUSED_MESSAGE)
+            raise sending_paused_error()
         if message_pk is not None:
             message.pk = message_pk
             message._state.adding, message._state.db = False, connection.alias
@@ -157,8 +154,7 @@ def _accept_statement(*, limited: bool) -> str:
     allowance = ' AND "sent_count" < %s' if limited else ""
     # Only the models' own identifiers are interpolated; every value is a parameter.
     return (
-        f"WITH control AS (SELECT EXISTS (SELECT 1 FROM {quote(SendingControl._meta.db_table)} "  # noqa: S608
-        'WHERE "id" = 1 AND "paused") AS paused), '
+        f"WITH control AS (SELECT {global_paused_sql()} AS paused), "  # noqa: S608
         f'counted AS (UPDATE {quote(DailyUsage._meta.db_table)} SET "sent_count" = "sent_count" + 1 '
         f'WHERE "domain_id" = %s AND "day" = %s{allowance} AND NOT (SELECT paused FROM control) RETURNING 1), '
         f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(message_columns)}) "

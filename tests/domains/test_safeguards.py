@@ -53,21 +53,21 @@ def test_the_window_is_the_most_recent_sends(domain, settings):
     settings.MAILSERVICE_SAFEGUARD_WINDOW_SENDS = 20
     sends(domain, 10, Status.BOUNCED, age=timedelta(hours=1))  # older than the last 20 sends
     sends(domain, 20)
-    assert sending_health(domain=domain).bounces == 0
+    assert sending_health(domain=domain).bounced == 0
     assert safeguard_check(domain=domain) is False
 
 
 def test_the_window_ends_after_the_configured_hours(domain):
     sends(domain, 30, Status.BOUNCED, age=timedelta(hours=25))
     sends(domain, 20)
-    assert (sending_health(domain=domain).sends, safeguard_check(domain=domain)) == (20, False)
+    assert (sending_health(domain=domain).sent, safeguard_check(domain=domain)) == (20, False)
 
 
 def test_received_mail_and_other_domains_do_not_count(domain):
     sends(DomainFactory(), 30, Status.BOUNCED)
     MessageFactory.create_batch(30, domain=domain, direction=Direction.RECEIVED, status=Status.RECEIVED)
     sends(domain, 20)
-    assert sending_health(domain=domain).sends == 20
+    assert sending_health(domain=domain).sent == 20
     assert safeguard_check(domain=domain) is False
 
 
