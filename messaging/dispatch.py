@@ -22,7 +22,6 @@ from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -31,8 +30,8 @@ from django.utils import timezone
 
 from domains.sending import domain_unpaused, global_paused, unpaused
 from mailservice.mailbox import address_of
+from messaging import sql
 from messaging.dkim import dkim_sign
-from messaging.inserts import column_of
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression
 from messaging.transports import Connection, SendResult, transport
@@ -141,8 +140,8 @@ def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
     )
     if message.message_id_header:
         fields["message_id_header"] = message.message_id_header
-    if connection.vendor == "postgresql" and outcome.events:  # the one statement needs an event row to insert
-        return _record_in_one_statement(message, fields, outcome.events, now)
+    if sql.available() and outcome.events:  # the one statement needs an event row to insert
+        return sql.dispatch_record_in_one_statement(message, fields, outcome.events, now)
     with transaction.atomic():
         mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
         if mine.update(**fields, updated_at=now) != 1:
@@ -171,30 +170,6 @@ def _record_durably(message: Message, outcome: Outcome) -> bool:
             logger.warning("recording the outcome of %s: database unavailable, retrying: %s", message.public_id, exc)
             connection.close()  # a connection the server cut is not reused
             time.sleep(RECORD_RETRY_SECONDS)
-
-
-def _record_in_one_statement(
-    message: Message, fields: dict[str, Any], events: list[tuple[str, str, str]], now: datetime
-) -> bool:
-    """_record as one statement on PostgreSQL: the conditional UPDATE and the events' INSERT in a
-    data-modifying CTE, atomic like the transaction it replaces but one round trip instead of four
-    (BEGIN, UPDATE, INSERT, COMMIT): the dispatch benchmark's workers spent a fifth of their time there."""
-    assignments = ", ".join(f'"{column_of(Message, name)}" = %s' for name in fields)
-    rows = ", ".join(["(%s, %s, %s, %s)"] * len(events))
-    # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
-    sql = (
-        f'WITH mine AS (UPDATE "{Message._meta.db_table}" SET {assignments}, "updated_at" = %s '  # noqa: S608
-        'WHERE "id" = %s AND "status" = %s AND "lease_expires_at" = %s RETURNING "id") '
-        f'INSERT INTO "{MessageEvent._meta.db_table}" ("message_id", "type", "recipient", "detail", "created_at", '
-        f'"updated_at") SELECT mine.id, event.type, event.recipient, event.detail, %s, %s '
-        f"FROM mine CROSS JOIN (VALUES {rows}) AS event (n, type, recipient, detail) ORDER BY event.n"
-    )
-    params = [*fields.values(), now, message.pk, Status.ACCEPTED, message.lease_expires_at, now, now]
-    params += [value for n, event in enumerate(events) for value in (n, *event)]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        # Every outcome carries at least one event, so no row inserted means no row updated: the lease was lost.
-        return cursor.rowcount > 0
 
 
 @dataclass

@@ -1,15 +1,14 @@
 from dataclasses import dataclass, field
-from functools import cache
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from domains.models import DailyUsage, Domain
-from domains.sending import global_paused, global_paused_sql, send_refusal, sending_paused_error
-from domains.services import allowance_consume, allowance_day_open, allowance_exhausted
+from domains.models import Domain
+from domains.sending import global_paused, send_refusal, sending_paused_error
+from domains.services import allowance_consume
 from mailservice.errors import ErrorCode, PermissionDenied
 from mailservice.mailbox import address_of
-from messaging.inserts import insert_columns, insert_fields, insert_values
+from messaging import sql
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.tasks import dispatch_enqueue
 from templates_app.selectors import template_version_for_send
@@ -86,8 +85,8 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         template_version=version.number if version else None,
         next_attempt_at=timezone.now(),
     )
-    if connection.vendor == "postgresql":
-        _store_in_one_statement(domain, message)
+    if sql.available():
+        sql.message_send_in_one_statement(domain, message)
     else:
         _store_in_transaction(domain, message)
     transaction.on_commit(lambda: dispatch_enqueue(public_id=message.public_id))
@@ -95,72 +94,11 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
 
 
 def _store_in_transaction(domain: Domain, message: Message) -> None:
-    """The global pause check, then the allowance count and the two rows in one transaction."""
+    """The global pause check, then the allowance count and the two rows in one transaction
+    (sql.message_send_in_one_statement does the same in one statement on PostgreSQL)."""
     if global_paused():
         raise sending_paused_error()
     with transaction.atomic():
         allowance_consume(domain=domain)
         message.save(force_insert=True)
         MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
-
-
-def _store_in_one_statement(domain: Domain, message: Message) -> None:
-    """_store_in_transaction as one statement on PostgreSQL, as atomic as the transaction.
-
-    The global pause check, the allowance count (allowance_consume's conditional UPDATE) and the
-    message and event INSERTs in one data-modifying CTE: one round trip instead of six (pause
-    SELECT, BEGIN, UPDATE, INSERT, INSERT, COMMIT) and no ORM query compilation, which were most
-    of a send's cost beyond the framework's in the accept benchmark
-    (bench/results/before-after-accept.md). The pause is read in the statement that stores the
-    message, so a pause committed before it applies. Nothing is written unless the counter row
-    was updated: paused, allowance used up, or no row yet for the day (the day's first send,
-    which creates it and tries once more).
-    """
-    now = timezone.now()
-    limited = domain.daily_allowance is not None
-    event = MessageEvent(type=EventType.ACCEPTED)
-    params = [
-        domain.pk,
-        now.date(),
-        *([domain.daily_allowance] if limited else []),
-        *insert_values(message, insert_fields(Message)),
-        *insert_values(event, insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS)),
-    ]
-    for first_try in (True, False):
-        with connection.cursor() as cursor:
-            cursor.execute(_accept_statement(limited=limited), params)
-            paused, message_pk = cursor.fetchone()
-        if paused:
-            raise sending_paused_error()
-        if message_pk is not None:
-            message.pk = message_pk
-            message._state.adding, message._state.db = False, connection.alias
-            return
-        if first_try:
-            allowance_day_open(domain=domain, day=now.date())
-    raise allowance_exhausted(domain=domain, now=now)
-
-
-_EVENT_OWN_COLUMNS = frozenset({"message"})  # the statement takes it from the message INSERT
-
-
-@cache
-def _accept_statement(*, limited: bool) -> str:
-    """The statement of _store_in_one_statement; parameters: domain id, day, [allowance], the
-    message's insert_values, the event's (without its message). Returns (paused, message id or NULL)."""
-    quote = connection.ops.quote_name
-    message_columns = insert_columns(insert_fields(Message))
-    event_columns = insert_columns(insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS))
-    allowance = ' AND "sent_count" < %s' if limited else ""
-    # Only the models' own identifiers are interpolated; every value is a parameter.
-    return (
-        f"WITH control AS (SELECT {global_paused_sql()} AS paused), "  # noqa: S608
-        f'counted AS (UPDATE {quote(DailyUsage._meta.db_table)} SET "sent_count" = "sent_count" + 1 '
-        f'WHERE "domain_id" = %s AND "day" = %s{allowance} AND NOT (SELECT paused FROM control) RETURNING 1), '
-        f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(message_columns)}) "
-        f'SELECT {", ".join(["%s"] * len(message_columns))} FROM counted RETURNING "id"), '
-        f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
-        f'("message_id", {", ".join(event_columns)}) SELECT message.id, {", ".join(["%s"] * len(event_columns))} '
-        "FROM message) "
-        "SELECT (SELECT paused FROM control), (SELECT id FROM message)"
-    )

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from domains.models import Domain
 from domains.safeguards import safeguard_check
 from mailservice.mailbox import address_of
+from messaging import sql
 from messaging.inbound.parsing import ReceivedMail, parse_received
 from messaging.inbound.reports import Outcome, RecipientReport, Report, classify
-from messaging.inserts import insert_columns, insert_fields, insert_values
 from messaging.models import Direction, EventType, Message, MessageEvent, Status, SuppressionReason
 from messaging.suppressions import suppression_add
 
@@ -124,44 +124,13 @@ def _store_on_verified_domains(*, by_domain: dict[str, list[str]], envelope_from
         name: _received_message(recipients=addresses, envelope_from=envelope_from, parsed=parsed, raw=raw)
         for name, addresses in by_domain.items()
     }
-    if connection.vendor == "postgresql":
-        return _store_in_one_statement(messages, detail=_received_detail(envelope_from))
+    if sql.available():
+        return sql.inbound_store_in_one_statement(messages, detail=_received_detail(envelope_from))
     with transaction.atomic():
         domains = list(Domain.objects.filter(name__in=messages, verified=True))
         for domain in domains:
             _save_received(messages[domain.name], domain=domain)
     return {domain.name for domain in domains}
-
-
-def _store_in_one_statement(messages: dict[str, Message], *, detail: str) -> set[str]:
-    """_store_on_verified_domains as one statement on PostgreSQL: the domain check and the INSERTs of the
-    messages and of their events in a data-modifying CTE, atomic on its own, so one round trip instead of
-    five (the domain query, BEGIN, two INSERTs, COMMIT). The messages differ only in public id and recipients."""
-    quote = connection.ops.quote_name
-    per_row = insert_fields(Message, only=("public_id", "to"))
-    # Every other column Django would insert, with the value it would (defaults and auto_now included).
-    shared = insert_fields(Message, exclude=frozenset({"domain", "public_id", "to"}))
-    shared_values = insert_values(next(iter(messages.values())), shared)
-    rows = [[name, *insert_values(message, per_row)] for name, message in messages.items()]
-    columns = ", ".join(insert_columns([*insert_fields(Message, only=("domain",)), *per_row, *shared]))
-    now = timezone.now()
-    # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
-    sql = (
-        f"WITH recipient (domain_name, public_id, addresses) AS (VALUES {', '.join(['(%s, %s, %s)'] * len(rows))}), "  # noqa: S608
-        f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({columns}) "
-        f"SELECT domain.id, recipient.public_id, recipient.addresses, {', '.join(['%s'] * len(shared))} "
-        f"FROM recipient JOIN {quote(Domain._meta.db_table)} AS domain "
-        "ON domain.name = recipient.domain_name AND domain.verified RETURNING id, public_id), "
-        f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
-        '("message_id", "type", "recipient", "detail", "created_at", "updated_at") '
-        "SELECT message.id, %s, '', %s, %s, %s FROM message) "
-        "SELECT public_id FROM message"
-    )
-    params = [value for row in rows for value in row] + shared_values + [EventType.RECEIVED, detail, now, now]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        stored = {public_id for (public_id,) in cursor.fetchall()}
-    return {name for name, message in messages.items() if message.public_id in stored}
 
 
 def _reported_message(*, verp_id: str, original_message_id: str) -> Message | None:
