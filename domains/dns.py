@@ -37,7 +37,7 @@ class DnsRecord:
     value: str  # TXT: the text; MX: "<priority> <host>."
 
 
-class Outcome(enum.StrEnum):
+class DnsOutcome(enum.StrEnum):
     FOUND = "found"
     MISSING = "missing"
     WRONG = "wrong value"
@@ -47,7 +47,7 @@ class Outcome(enum.StrEnum):
 @dataclass(frozen=True)
 class RecordCheck:
     record: DnsRecord
-    outcome: Outcome
+    outcome: DnsOutcome
     seen: tuple[str, ...]  # what the resolver returned for that name and type
 
 
@@ -150,12 +150,12 @@ def _relevant(record: DnsRecord, value: str) -> bool:
     return value.lower().startswith(marker)
 
 
-def _outcome(record: DnsRecord, seen: tuple[str, ...] | None) -> Outcome:
+def _outcome(record: DnsRecord, seen: tuple[str, ...] | None) -> DnsOutcome:
     if seen is None:
-        return Outcome.UNANSWERED
+        return DnsOutcome.UNANSWERED
     if any(_matches(record, value) for value in seen):
-        return Outcome.FOUND
-    return Outcome.WRONG if any(_relevant(record, value) for value in seen) else Outcome.MISSING
+        return DnsOutcome.FOUND
+    return DnsOutcome.WRONG if any(_relevant(record, value) for value in seen) else DnsOutcome.MISSING
 
 
 def domain_check_dns(*, domain: Domain) -> DnsCheck:
@@ -165,7 +165,7 @@ def domain_check_dns(*, domain: Domain) -> DnsCheck:
     for record in dns_records(domain=domain):
         seen = _lookup(resolver, record)
         checks.append(RecordCheck(record=record, outcome=_outcome(record, seen), seen=seen or ()))
-    verification_found = checks[0].outcome is Outcome.FOUND
+    verification_found = checks[0].outcome is DnsOutcome.FOUND
     verify = verification_found and not domain.verified
     if verify:
         domain_mark_verified(domain=domain, actor=DNS_CHECK_ACTOR)

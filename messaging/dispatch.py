@@ -85,7 +85,7 @@ def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SendOutcome:
     status: str  # a Status, or ACCEPTED for "retry later"
     events: list[tuple[str, str, str]]  # (type, recipient, detail)
     last_error: str = ""
@@ -99,21 +99,21 @@ def _recipients(message: Message) -> dict[str, str]:
     return recipients
 
 
-def _temporary(message: Message, error: str) -> Outcome:
+def _temporary(message: Message, error: str) -> SendOutcome:
     if message.attempts >= settings.MAILSERVICE_DISPATCH_MAX_ATTEMPTS:
-        return Outcome(
+        return SendOutcome(
             Status.FAILED, [(EventType.FAILED, "", f"attempt {message.attempts}, giving up: {error}")], error
         )
-    return Outcome(Status.ACCEPTED, [(EventType.DEFERRED, "", f"attempt {message.attempts}: {error}")], error)
+    return SendOutcome(Status.ACCEPTED, [(EventType.DEFERRED, "", f"attempt {message.attempts}: {error}")], error)
 
 
-def _classify(message: Message, result: SendResult) -> Outcome:
+def _classify(message: Message, result: SendResult) -> SendOutcome:
     rejected = [(EventType.RECIPIENT_REJECTED, rcpt, str(reply)) for rcpt, reply in result.refused.items()]
     if result.delivered:
-        return Outcome(Status.DELIVERED, [*rejected, (EventType.DELIVERED, "", str(result.final))])
+        return SendOutcome(Status.DELIVERED, [*rejected, (EventType.DELIVERED, "", str(result.final))])
     replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
     if all(reply.code >= 500 for reply in replies):
-        return Outcome(Status.BOUNCED, [*rejected, (EventType.BOUNCED, "", str(result.final))], str(result.final))
+        return SendOutcome(Status.BOUNCED, [*rejected, (EventType.BOUNCED, "", str(result.final))], str(result.final))
     return _temporary(message, str(result.final))
 
 
@@ -132,7 +132,7 @@ def _suppressed(messages: list[Message]) -> set[tuple[int, str]]:
     return set(listed.values_list("domain_id", "address"))
 
 
-def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
+def _record(message: Message, outcome: SendOutcome, now: datetime) -> bool:
     """Write the outcome if this worker still holds the lease; False if it lost it."""
     fields: dict = {"status": outcome.status, "last_error": outcome.last_error, "lease_expires_at": None}
     fields["next_attempt_at"] = (
@@ -153,7 +153,7 @@ def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
     return True
 
 
-def _record_durably(message: Message, outcome: Outcome) -> bool:
+def _record_durably(message: Message, outcome: SendOutcome) -> bool:
     """`_record`, retried across a database outage for as long as a lease lasts.
 
     The message may already be at the relay: giving up here would leave it leased and `accepted`,
@@ -205,7 +205,7 @@ def _renew_leases(messages: list[Message], lease: BatchLease) -> set[int]:
 
 def _send_one(
     message: Message, open_connection: Callable[[], Connection], *, suppressed_in_batch: set[tuple[int, str]]
-) -> Outcome:
+) -> SendOutcome:
     """Deliver one claimed message whose lease the worker holds."""
     try:
         recipients = _recipients(message)
@@ -215,13 +215,13 @@ def _send_one(
         wire = [sent for address, sent in recipients.items() if address not in suppressed]
         if not wire:
             error = "every recipient is on the suppression list"
-            return Outcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
+            return SendOutcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
         rendered = render_message(message)
         envelope = envelope_for(
             message=message, recipients=wire, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN
         )
     except UnsendableMessage as exc:
-        return Outcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
+        return SendOutcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
     message.message_id_header = rendered.message_id
     signed = dkim_sign(
         data=rendered.data,
@@ -232,7 +232,7 @@ def _send_one(
     )
     result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
     outcome = _classify(message, result)
-    return Outcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
+    return SendOutcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
 
 
 def _release(messages: list[Message], lease: BatchLease) -> None:
@@ -266,7 +266,7 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
         with ExitStack() as stack:
             opened: list[Connection] = []
 
-            def connection() -> Connection:
+            def relay() -> Connection:
                 if not opened:
                     opened.append(stack.enter_context(transport().connection()))
                 return opened[0]
@@ -277,7 +277,7 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
                     held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
                 if message.pk not in held:
                     continue
-                outcome = _send_one(message, connection, suppressed_in_batch=suppressed)
+                outcome = _send_one(message, relay, suppressed_in_batch=suppressed)
                 if _record_durably(message, outcome):
                     handled += 1
     except (OSError, smtplib.SMTPException) as exc:

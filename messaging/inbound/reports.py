@@ -23,7 +23,7 @@ from messaging.inbound.parsing import (
 )
 
 
-class Outcome(StrEnum):
+class ReportedOutcome(StrEnum):
     BOUNCE = "bounce"  # permanent failure: the recipient will not get it
     DELAY = "delay"  # transient: the remote MTA is still trying
     COMPLAINT = "complaint"
@@ -32,7 +32,7 @@ class Outcome(StrEnum):
 @dataclass(frozen=True)
 class RecipientReport:
     address: str  # lower-case bare address; "" when the report redacts it
-    outcome: Outcome
+    outcome: ReportedOutcome
     status: str = ""  # the enhanced status code, e.g. 5.1.1
     diagnostic: str = ""  # e.g. "smtp; 550 5.1.1 <a@example.org>: user unknown", or the ARF feedback type
 
@@ -50,7 +50,7 @@ class Report:
     def kind(self) -> str:
         """bounce, delay, complaint, or none (not a report we can act on)."""
         outcomes = {recipient.outcome for recipient in self.recipients}
-        for outcome in (Outcome.COMPLAINT, Outcome.BOUNCE, Outcome.DELAY):
+        for outcome in (ReportedOutcome.COMPLAINT, ReportedOutcome.BOUNCE, ReportedOutcome.DELAY):
             if outcome in outcomes:
                 return outcome.value
         return "none"
@@ -173,9 +173,9 @@ def _dsn_recipients(part: EmailMessage) -> list[RecipientReport] | None:
         status_match = _ENHANCED_STATUS.search(block.get("status", ""))
         status = status_match.group(1) if status_match else ""
         if action == "failed" or (not action and status.startswith("5")):
-            outcome = Outcome.BOUNCE
+            outcome = ReportedOutcome.BOUNCE
         elif action == "delayed" or (not action and status.startswith("4")):
-            outcome = Outcome.DELAY
+            outcome = ReportedOutcome.DELAY
         else:
             continue  # delivered, relayed, expanded: a success notice, nothing to act on
         recipients.append(RecipientReport(address, outcome, status, block.get("diagnostic-code", "")))
@@ -195,7 +195,7 @@ def _complaint(message: EmailMessage, feedback: EmailMessage | None) -> Report:
         embedded = subparts(original) if original is not None else []
         if embedded:
             address = next(iter(addresses(embedded[0], "To")), "")
-    recipient = RecipientReport(address, Outcome.COMPLAINT, diagnostic=f"feedback-type: {feedback_type}")
+    recipient = RecipientReport(address, ReportedOutcome.COMPLAINT, diagnostic=f"feedback-type: {feedback_type}")
     return Report([recipient], _original_message_id(message))
 
 
@@ -221,13 +221,13 @@ def _plain_text_bounce(message: EmailMessage) -> Report:
         line_end = notice.find("\n", evidence.end())
         diagnostic = notice[line_start : line_end if line_end != -1 else None].strip()
     if _PERMANENT_WORDS.search(notice) or status.startswith("5"):
-        outcome = Outcome.BOUNCE
+        outcome = ReportedOutcome.BOUNCE
     elif (
         status.startswith("4") or (reply_match and reply_match.group(1).startswith("4")) or _DELAY_WORDS.search(notice)
     ):
-        outcome = Outcome.DELAY
+        outcome = ReportedOutcome.DELAY
     else:
-        outcome = Outcome.BOUNCE
+        outcome = ReportedOutcome.BOUNCE
     recipients = [RecipientReport(address, outcome, status, diagnostic) for address in found]
     return Report(recipients, _original_message_id(message))
 

@@ -23,7 +23,7 @@ from domains.safeguards import safeguard_check
 from mailservice.mailbox import address_of
 from messaging import sql
 from messaging.inbound.parsing import ReceivedMail, parse_received
-from messaging.inbound.reports import Outcome, RecipientReport, Report, classify
+from messaging.inbound.reports import RecipientReport, Report, ReportedOutcome, classify
 from messaging.models import Direction, EventType, Message, MessageEvent, Status, SuppressionReason
 from messaging.suppressions import suppression_add
 
@@ -161,11 +161,18 @@ def _affected_recipient(message: Message, reported: str) -> str:
 
 
 _NEXT_STATUS = {
-    Outcome.BOUNCE: (Status.BOUNCED, [Status.ACCEPTED, Status.DELIVERED]),
-    Outcome.COMPLAINT: (Status.COMPLAINED, [Status.ACCEPTED, Status.DELIVERED, Status.BOUNCED]),
+    ReportedOutcome.BOUNCE: (Status.BOUNCED, [Status.ACCEPTED, Status.DELIVERED]),
+    ReportedOutcome.COMPLAINT: (Status.COMPLAINED, [Status.ACCEPTED, Status.DELIVERED, Status.BOUNCED]),
 }
-_EVENT = {Outcome.BOUNCE: EventType.BOUNCED, Outcome.DELAY: EventType.DELAYED, Outcome.COMPLAINT: EventType.COMPLAINED}
-_SUPPRESSION_REASON = {Outcome.BOUNCE: SuppressionReason.BOUNCE, Outcome.COMPLAINT: SuppressionReason.COMPLAINT}
+_EVENT = {
+    ReportedOutcome.BOUNCE: EventType.BOUNCED,
+    ReportedOutcome.DELAY: EventType.DELAYED,
+    ReportedOutcome.COMPLAINT: EventType.COMPLAINED,
+}
+_SUPPRESSION_REASON = {
+    ReportedOutcome.BOUNCE: SuppressionReason.BOUNCE,
+    ReportedOutcome.COMPLAINT: SuppressionReason.COMPLAINT,
+}
 
 
 def _apply(*, message: Message, recipient: RecipientReport) -> None:
@@ -208,7 +215,7 @@ def report_process(*, report: Report, verp_id: str, envelope_from: str, report_a
         return
     for recipient in report.recipients:
         _apply(message=message, recipient=recipient)
-    if report.kind != Outcome.DELAY:
+    if report.kind != ReportedOutcome.DELAY:
         safeguard_check(domain=message.domain)
 
 

@@ -39,14 +39,17 @@ class Messages {
     return (await request(this.#config, "GET", "/v1/messages", { query: listQuery(options) })).data;
   }
 
-  /** Every page in turn, following `next_cursor`: `for await (const page of client.messages.pages())`. */
-  /** @param {Omit<import("./index.js").ListOptions, "after">} [options] */
-  async *pages({ limit, direction } = {}) {
+  /**
+   * Every message, newest first, fetching page after page (`limit` per request) by `next_cursor`:
+   * `for await (const message of client.messages.iter())`. The Python client's `messages.iter` is the same.
+   * @param {Omit<import("./index.js").ListOptions, "after">} [options]
+   */
+  async *iter({ limit, direction } = {}) {
     /** @type {string | undefined} */
     let after;
     for (;;) {
       const page = await this.list({ limit, after, direction });
-      yield page;
+      yield* page.data;
       after = page.next_cursor ?? undefined;
       if (!page.has_more || !after) return;
     }
