@@ -12,8 +12,9 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from mailservice.console import EstimatedCountPaginator, sandboxed_html
-from mailservice.mailbox import address_of, is_mailbox
+from mailservice.errors import ApiError
 from messaging.models import Message, Suppression
+from messaging.suppressions import normalize_address
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
 _LIST_COLUMNS = ("public_id", "domain__name", "direction", "status", "from_address", "to", "subject", "created_at")
@@ -139,10 +140,10 @@ class SuppressionForm(forms.ModelForm):
         fields = ["domain", "address", "reason", "detail"]
 
     def clean_address(self) -> str:
-        value = self.cleaned_data["address"].strip()
-        if not is_mailbox(value):
-            raise forms.ValidationError("Enter one email address, e.g. someone@example.org")
-        return address_of(value).lower()
+        try:
+            return normalize_address(self.cleaned_data["address"])
+        except ApiError:
+            raise forms.ValidationError("Enter one email address, e.g. someone@example.org") from None
 
 
 @admin.register(Suppression)

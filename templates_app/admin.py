@@ -16,6 +16,7 @@ from templates_app.models import Template, TemplateVersion
 from templates_app.selectors import sample_variables
 from templates_app.services import (
     RenderedContent,
+    template_content_check,
     template_render,
     template_version_create,
     template_version_set_published,
@@ -77,8 +78,13 @@ class TemplateVersionAddForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         assert cleaned is not None  # a ModelForm's clean returns its cleaned_data
-        if not cleaned.get("text") and not cleaned.get("html"):
-            raise forms.ValidationError("A version needs text or HTML (or both).")
+        if "subject" in cleaned:  # else the field's own error says what is missing
+            try:
+                template_content_check(
+                    subject=cleaned["subject"], text=cleaned.get("text") or "", html=cleaned.get("html") or ""
+                )
+            except ApiError as exc:
+                raise forms.ValidationError(exc.message) from None
         return cleaned
 
 
