@@ -41,7 +41,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.live import (  # noqa: E402 - the project root must be importable first
+from tests.harness import (  # noqa: E402 - the project root must be importable first
     CeleryWorker,
     PostgresCluster,
     RedisServer,

@@ -5,6 +5,10 @@ from apikeys.models import ApiKey, Permission
 from domains.models import Domain
 from tests.factories import ApiKeyFactory, DomainFactory
 
+# The live-process harness: its fixtures (live_web, live_inbound, live_sink) and, for a failed
+# test, the logs of the child processes it ran.
+pytest_plugins = ["tests.harness.plugin"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_cache():

@@ -2,7 +2,7 @@ import httpx
 import pytest
 
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import web_server
+from tests.harness import web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

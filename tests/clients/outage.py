@@ -1,6 +1,6 @@
 """A database outage for live client tests: a web server pointed at a port nothing listens on."""
 
-from tests.live import free_port
+from tests.harness import free_port
 
 
 def unreachable_database_url() -> str:

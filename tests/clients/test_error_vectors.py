@@ -12,7 +12,7 @@ import pytest
 from mailservice_client.errors import error_from_response
 
 from tests.contract.test_error_codes import readme_error_table
-from tests.live import ROOT
+from tests.harness import ROOT
 
 CASES: list[dict[str, Any]] = json.loads((ROOT / "clients" / "error-vectors.json").read_text())["cases"]
 

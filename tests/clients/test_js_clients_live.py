@@ -16,7 +16,7 @@ from domains.services import sending_pause
 from messaging.models import Message
 from tests.clients.outage import unreachable_database_url
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import ROOT, web_server
+from tests.harness import ROOT, web_server
 
 JS = ROOT / "clients" / "js"
 STYLES = 5  # native, sesv2, postmark, resend, sendgrid

@@ -20,7 +20,7 @@ from domains.services import sending_pause
 from messaging.models import Message
 from tests.clients.outage import unreachable_database_url
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import web_server
+from tests.harness import web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from domains.dns import DNS_CHECK_ACTOR, DnsOutcome, Purpose, dns_records, domain_check_dns
 from tests.dns_server import dns_server, unanswering_dns_server
 from tests.factories import DomainFactory
-from tests.live import BIN, ROOT, child_env
+from tests.harness import BIN, ROOT, child_env
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from messaging.dispatch import (
 )
 from messaging.models import EventType, Message, Status, Suppression, SuppressionReason
 from tests.factories import MessageFactory
-from tests.live import free_port
+from tests.harness import free_port
 
 # Every outcome is written on both paths: the one statement (PostgreSQL) and its ORM twin.
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sql_path")]

@@ -17,7 +17,7 @@ from domains.models import Domain
 from messaging.models import EventType, Message, MessageEvent, SuppressionReason
 from messaging.suppressions import suppression_add
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import (
+from tests.harness import (
     FAST_DISPATCH,
     CeleryWorker,
     celery_worker,

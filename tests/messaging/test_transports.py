@@ -10,7 +10,7 @@ from messaging.dispatch import dispatch_batch
 from messaging.models import Message, Status
 from messaging.transports import RelayConfig
 from tests.factories import MessageFactory
-from tests.live import smtp_sink
+from tests.harness import smtp_sink
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from mailservice_client.compat import boto3, postmark, resend, sendgrid
 
 from messaging.models import Message, Status
 from tests.factories import ApiKeyFactory, DomainFactory, TemplateFactory, TemplateVersionFactory
-from tests.live import FAST_DISPATCH, SmtpSink, celery_worker, smtp_sink, wait_until, web_server
+from tests.harness import FAST_DISPATCH, SmtpSink, celery_worker, smtp_sink, wait_until, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
