@@ -45,7 +45,7 @@ lint: install $(JS_TOOLS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	cd clients/python && ../../$(BIN)/mypy --strict
+	cd clients/python && $(abspath $(BIN))/mypy --strict
 	cd clients/js && npx --no-install tsc -p . --noEmit --checkJs --strict
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null

@@ -10,7 +10,7 @@ twin in a single round trip, and is named after the service it speeds up.
 
 Each writes the same columns and values as the ORM would (`insert_fields`, `insert_values`).
 The services call them only when `available()`; the test suite turns that off to run the ORM
-twins on PostgreSQL as well (tests/conftest.py, `orm_twins`).
+twins on PostgreSQL as well (tests/conftest.py, the `sql_path` fixture).
 """
 
 from datetime import datetime
