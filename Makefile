@@ -32,9 +32,21 @@ bench: install
 bench-smoke: install
 	$(BIN)/python -m bench all --tiny
 
-lint: install
+# The JS client's type checker (TypeScript, a devDependency of clients/js), pinned by its lock file.
+JS_TOOLS := clients/js/node_modules/.installed
+$(JS_TOOLS): clients/js/package.json clients/js/package-lock.json
+	cd clients/js && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# ruff; mypy on the product (pyproject.toml: Django and DRF stubs, every function typed in the
+# services, selectors, dispatch and inbound), mypy --strict on the Python client, and tsc --strict
+# over the JS client's sources against its .d.ts files (clients/js/tsconfig.json).
+lint: install $(JS_TOOLS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	cd clients/python && $(abspath $(BIN))/mypy --strict
+	cd clients/js && npx --no-install tsc -p . --noEmit --checkJs --strict
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 

@@ -92,7 +92,7 @@ class ApiKeyAdmin(ConsoleModelAdmin):
             permissions=form.cleaned_data["permissions"],
         )
         adopt(obj, created.api_key)
-        obj.secret = created.secret  # for response_add only; never saved
+        obj.secret = created.secret  # type: ignore[attr-defined]  # for response_add only; never saved
 
     def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
         """The one page that ever shows the secret: rendered in reply to the POST, not behind a redirect."""

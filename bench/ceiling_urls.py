@@ -1,4 +1,4 @@
-"""Bench-only URLconf (selected by BENCH_ROOT_URLCONF): the framework ceiling of POST /v1/send.
+"""Bench-only URLconf (selected by bench/ceiling_settings.py): the framework ceiling of POST /v1/send.
 
 The same middleware, the real key authentication and send permission, then a constant answer:
 what the server stack costs before the product does any work. Never routed in production.

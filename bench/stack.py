@@ -1,7 +1,7 @@
 """The real pieces a benchmark runs against: its own PostgreSQL database, Redis, gunicorn.
 
 The bench process itself runs Django on the bench database (to load data with COPY and to
-EXPLAIN queries); servers are started with tests.live.web_server, the same process starter
+EXPLAIN queries); servers are started with tests.harness.web_server, the same process starter
 the live tests use, pointed at whatever database a scenario chooses.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:
-    from tests.live import ChildServer
+    from tests.harness import ChildServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,7 +106,7 @@ def server_env(**overrides: str) -> dict[str, str]:
 
 def manage(env: dict[str, str], *args: str) -> str:
     """Run a management command in a child process with the server's environment; its stdout."""
-    from tests.live import child_env
+    from tests.harness import child_env
 
     done = subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env=child_env(**env), capture_output=True, text=True
@@ -129,7 +129,7 @@ def create_key(env: dict[str, str], *, domain: str) -> str:
 @contextmanager
 def server(env: dict[str, str], *, workers: int) -> Iterator[str]:
     """gunicorn as the live tests start it (its access log, to a file under var/, included)."""
-    from tests.live import web_server
+    from tests.harness import web_server
 
     (ROOT / "var").mkdir(exist_ok=True)
     with web_server(workers=workers, **env) as base_url:
@@ -139,7 +139,7 @@ def server(env: dict[str, str], *, workers: int) -> Iterator[str]:
 @contextmanager
 def discard_sink() -> Iterator["ChildServer"]:
     """bench.sink (accepts and discards every message) in a process of its own."""
-    from tests.live import child_server, serves_smtp
+    from tests.harness import child_server, serves_smtp
 
     command = [sys.executable, "-m", "bench.sink", "--port", "{port}"]
     with child_server(command, name="sink", ready=serves_smtp, env={}) as child:

@@ -3,7 +3,7 @@
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, overload
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cryptography.fernet import Fernet
@@ -12,6 +12,12 @@ from django.core.exceptions import ImproperlyConfigured
 T = TypeVar("T")
 
 
+@overload
+def env_str(name: str) -> str | None: ...
+@overload
+def env_str(name: str, default: str) -> str: ...
+@overload
+def env_str(name: str, default: None) -> str | None: ...
 def env_str(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name, "").strip()
     return value if value else default

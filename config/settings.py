@@ -110,9 +110,7 @@ CONTENT_SECURITY_POLICY = {
     },
 }
 
-# Bench-only: `make bench` points this at bench.ceiling_urls to measure the framework ceiling
-# on the same server stack. Production never sets it.
-ROOT_URLCONF = env_str("BENCH_ROOT_URLCONF", "config.urls")
+ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
 APPEND_SLASH = False

@@ -15,8 +15,9 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from domains.dns import Purpose, dns_records, domain_check_dns, unconfigured_settings
-from domains.models import DkimKey, DkimKeyState, Domain, SendingControl
-from domains.selectors import dkim_signing_selector, sending_control_state, with_sends_today
+from domains.models import DkimKey, DkimKeyState, Domain
+from domains.selectors import dkim_signing_selector, with_sends_today
+from domains.sending import PauseKind, domain_pause, global_pause, switch_pause
 from domains.services import (
     dkim_activate,
     domain_create,
@@ -67,12 +68,6 @@ def _percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
 
-def _pause_text(state: Domain | SendingControl) -> str:
-    """Who paused, when and why, for a paused domain or global switch."""
-    when = f"{state.paused_at:%Y-%m-%d %H:%M} UTC" if state.paused_at else "an unknown time"
-    return f"by {state.paused_by or 'unknown'} at {when}: {state.pause_reason or 'no reason given'}"
-
-
 @admin.register(Domain)
 class DomainAdmin(ConsoleModelAdmin):
     list_display = ["name", "verification", "sending", "usage", "bounce_rate", "complaint_rate"]
@@ -98,10 +93,10 @@ class DomainAdmin(ConsoleModelAdmin):
         return DomainChangeList
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
-        control = sending_control_state()
+        pause = global_pause()
         context = {
-            "global_paused": control.paused,
-            "global_pause_text": _pause_text(control) if control.paused else "",
+            "global_paused": pause is not None,
+            "global_pause_text": pause.describe() if pause else "",
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
@@ -119,14 +114,15 @@ class DomainAdmin(ConsoleModelAdmin):
 
     @admin.display(description="Sending")
     def sending(self, domain: Domain) -> str:
-        if domain.sending_paused:
-            label = "AUTO-PAUSED" if domain.auto_paused else "PAUSED"
+        pause = domain_pause(domain)
+        if pause is not None:
+            label = "AUTO-PAUSED" if pause.kind == PauseKind.SAFEGUARD else "PAUSED"
             return format_html(
                 '<strong style="color:var(--error-fg)">{}</strong> <a class="button" href="{}">Resume</a>'
                 "<br><small>{}</small>",
                 label,
                 reverse("admin:domains_domain_resume", args=[domain.pk]),
-                _pause_text(domain),
+                pause.describe(),
             )
         return format_html(
             '<span style="white-space:nowrap"><span style="color:green">● on</span> '
@@ -137,15 +133,15 @@ class DomainAdmin(ConsoleModelAdmin):
     @admin.display(description="Sent today / allowance")
     def usage(self, domain: Domain) -> str:
         allowance = "unlimited" if domain.daily_allowance is None else str(domain.daily_allowance)
-        return f"{domain.sends_today} / {allowance}"
+        return f"{domain.sends_today} / {allowance}"  # type: ignore[attr-defined]  # annotated by get_queryset
 
     @admin.display(description=f"Bounce rate ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
     def bounce_rate(self, domain: Domain) -> str:
-        return _percent(domain.delivery_rates.bounce_rate)
+        return _percent(domain.delivery_rates.bounce_rate)  # type: ignore[attr-defined]  # set by DomainChangeList
 
     @admin.display(description=f"Complaint rate ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
     def complaint_rate(self, domain: Domain) -> str:
-        return _percent(domain.delivery_rates.complaint_rate)
+        return _percent(domain.delivery_rates.complaint_rate)  # type: ignore[attr-defined]  # set by DomainChangeList
 
     @admin.display(description="DKIM signing with")
     def dkim_signing(self, domain: Domain) -> str:
@@ -187,52 +183,57 @@ class DomainAdmin(ConsoleModelAdmin):
     def get_urls(self) -> list:
         view = self.admin_site.admin_view
         return [
-            path("sending/pause/", view(self.sending_switch_view), {"pause": True}, name="domains_sending_pause"),
-            path("sending/resume/", view(self.sending_switch_view), {"pause": False}, name="domains_sending_resume"),
-            path(
-                "<int:object_id>/pause/", view(self.sending_switch_view), {"pause": True}, name="domains_domain_pause"
-            ),
-            path(
-                "<int:object_id>/resume/",
-                view(self.sending_switch_view),
-                {"pause": False},
-                name="domains_domain_resume",
-            ),
+            path("sending/pause/", view(self.pause_view), name="domains_sending_pause"),
+            path("sending/resume/", view(self.resume_view), name="domains_sending_resume"),
+            path("<int:object_id>/pause/", view(self.pause_view), name="domains_domain_pause"),
+            path("<int:object_id>/resume/", view(self.resume_view), name="domains_domain_resume"),
             path("<int:object_id>/check-dns/", view(self.check_dns_view), name="domains_domain_check_dns"),
             path("<int:object_id>/mark-verified/", view(self.mark_verified_view), name="domains_domain_mark_verified"),
             path("<int:object_id>/dkim-force/", view(self.dkim_force_view), name="domains_domain_dkim_force"),
             *super().get_urls(),
         ]
 
-    def sending_switch_view(self, request: HttpRequest, pause: bool, object_id: int | None = None) -> HttpResponse:
-        """Pause or resume one domain (object_id) or all sending; GET asks to confirm, POST switches."""
-        permission = PAUSE_PERMISSION if pause else RESUME_PERMISSION
-        if not request.user.has_perm(permission):
-            return refuse(request, f"You may not {'pause' if pause else 'lift a pause on'} sending.")
+    def pause_view(self, request: HttpRequest, object_id: int | None = None) -> HttpResponse:
+        """Pause one domain (object_id) or all sending; GET asks for a reason, POST pauses."""
+        if not request.user.has_perm(PAUSE_PERMISSION):
+            return refuse(request, "You may not pause sending.")
         domain = get_object_or_404(Domain, pk=object_id) if object_id is not None else None
-        data = request.POST if request.method == "POST" else None
-        form = PauseForm(data) if pause else forms.Form(data)
-        if request.method == "POST" and form.is_valid():
-            if pause:
-                sending_pause(domain=domain, actor=request.user.get_username(), reason=form.cleaned_data["reason"])
-            else:
-                sending_resume(domain=domain)
-            if domain is not None:
-                self.log_change(request, domain, "Paused sending" if pause else "Resumed sending")
-            target = domain.name if domain else "all domains"
-            self.message_user(request, f"Sending {'paused' if pause else 'resumed'} for {target}.", messages.SUCCESS)
-            back = reverse("admin:domains_domain_change", args=[domain.pk]) if domain else None
-            return HttpResponseRedirect(back or reverse("admin:domains_domain_changelist"))
-        state = domain or sending_control_state()
-        paused = state.sending_paused if isinstance(state, Domain) else state.paused
+        form = PauseForm(request.POST if request.method == "POST" else None)
+        if not form.is_valid():
+            return self._switch_page(request, domain, form, pause=True)
+        sending_pause(domain=domain, actor=request.user.get_username(), reason=form.cleaned_data["reason"])
+        return self._switched(request, domain, "paused")
+
+    def resume_view(self, request: HttpRequest, object_id: int | None = None) -> HttpResponse:
+        """Lift the pause of one domain (object_id) or of all sending; GET asks to confirm, POST resumes."""
+        if not request.user.has_perm(RESUME_PERMISSION):
+            return refuse(request, "You may not lift a pause on sending.")
+        domain = get_object_or_404(Domain, pk=object_id) if object_id is not None else None
+        if request.method != "POST":
+            return self._switch_page(request, domain, forms.Form(), pause=False)
+        sending_resume(domain=domain)
+        return self._switched(request, domain, "resumed")
+
+    def _switched(self, request: HttpRequest, domain: Domain | None, done: str) -> HttpResponse:
+        if domain is not None:
+            self.log_change(request, domain, f"{done.capitalize()} sending")
+        self.message_user(request, f"Sending {done} for {domain.name if domain else 'all domains'}.", messages.SUCCESS)
+        if domain is not None:
+            return HttpResponseRedirect(reverse("admin:domains_domain_change", args=[domain.pk]))
+        return HttpResponseRedirect(reverse("admin:domains_domain_changelist"))
+
+    def _switch_page(
+        self, request: HttpRequest, domain: Domain | None, form: forms.Form, *, pause: bool
+    ) -> HttpResponse:
+        current = switch_pause(domain=domain)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"{'Pause' if pause else 'Resume'} sending: {domain.name if domain else 'all domains'}",
             "domain": domain,
             "pause": pause,
-            "paused": paused,
-            "pause_text": _pause_text(state) if paused else "",
+            "paused": current is not None,
+            "pause_text": current.describe() if current else "",
             "form": form,
         }
         return TemplateResponse(request, "admin/domains/domain/sending_switch.html", context)

@@ -42,7 +42,7 @@ class DnsRecord:
     note: str = ""  # what the operator should do with it, when it is not simply "publish"
 
 
-class Outcome(enum.StrEnum):
+class DnsOutcome(enum.StrEnum):
     FOUND = "found"
     MISSING = "missing"
     WRONG = "wrong value"
@@ -52,7 +52,7 @@ class Outcome(enum.StrEnum):
 @dataclass(frozen=True)
 class RecordCheck:
     record: DnsRecord
-    outcome: Outcome
+    outcome: DnsOutcome
     seen: tuple[str, ...]  # what the resolver returned for that name and type
 
 
@@ -175,12 +175,12 @@ def _relevant(record: DnsRecord, value: str) -> bool:
     return value.lower().startswith(marker)
 
 
-def _outcome(record: DnsRecord, seen: tuple[str, ...] | None) -> Outcome:
+def _outcome(record: DnsRecord, seen: tuple[str, ...] | None) -> DnsOutcome:
     if seen is None:
-        return Outcome.UNANSWERED
+        return DnsOutcome.UNANSWERED
     if any(_matches(record, value) for value in seen):
-        return Outcome.FOUND
-    return Outcome.WRONG if any(_relevant(record, value) for value in seen) else Outcome.MISSING
+        return DnsOutcome.FOUND
+    return DnsOutcome.WRONG if any(_relevant(record, value) for value in seen) else DnsOutcome.MISSING
 
 
 def domain_check_dns(*, domain: Domain) -> DnsCheck:
@@ -192,13 +192,13 @@ def domain_check_dns(*, domain: Domain) -> DnsCheck:
     for record in _records(domain=domain, keys=keys):
         seen = _lookup(resolver, record)
         checks.append(RecordCheck(record=record, outcome=_outcome(record, seen), seen=seen or ()))
-    verification_found = checks[0].outcome is Outcome.FOUND
+    verification_found = checks[0].outcome is DnsOutcome.FOUND
     verify = verification_found and not domain.verified
     if verify:
         domain_mark_verified(domain=domain, actor=DNS_CHECK_ACTOR)
     switched_to = ""
     pending = next((key for key in keys if key.state == DkimKeyState.PENDING), None)
-    found = {check.record.purpose for check in checks if check.outcome is Outcome.FOUND}
+    found = {check.record.purpose for check in checks if check.outcome is DnsOutcome.FOUND}
     if pending is not None and Purpose.DKIM_PENDING in found:
         switched_to = dkim_activate(key=pending, found_in_dns=True, actor=DNS_CHECK_ACTOR).selector
     return DnsCheck(checks=checks, verified_now=verify, dkim_switched_to=switched_to)

@@ -6,60 +6,42 @@ A rate alone is not evidence: a pause also needs a minimum volume of sends and a
 of bounced (complained) messages, so one report, forged or not, cannot stop a domain.
 """
 
-from dataclasses import dataclass
-from datetime import timedelta
-
 from django.conf import settings
-from django.db.models import Count, Q
-from django.utils import timezone
 
 from domains.models import Domain
+from domains.sending import domain_pause
 from domains.services import sending_pause
-from messaging.models import Direction, Message, Status
+from messaging.selectors import DeliveryRates, delivery_rates_of_recent_sends
 
 SAFEGUARD_ACTOR = "safeguard"
 
 
-@dataclass(frozen=True)
-class SendingHealth:
-    sends: int
-    bounces: int
-    complaints: int
-
-
-def sending_health(*, domain: Domain) -> SendingHealth:
+def sending_health(*, domain: Domain) -> DeliveryRates:
     """Bounces and complaints among the domain's most recent sends (the last N, none older than H hours)."""
-    since = timezone.now() - timedelta(hours=settings.MAILSERVICE_SAFEGUARD_WINDOW_HOURS)
-    window = (
-        Message.objects.filter(domain=domain, direction=Direction.SENT, created_at__gte=since)
-        .order_by("-created_at", "-public_id")
-        .values("id")[: settings.MAILSERVICE_SAFEGUARD_WINDOW_SENDS]
+    return delivery_rates_of_recent_sends(
+        domain=domain,
+        hours=settings.MAILSERVICE_SAFEGUARD_WINDOW_HOURS,
+        sends=settings.MAILSERVICE_SAFEGUARD_WINDOW_SENDS,
     )
-    counts = Message.objects.filter(id__in=window).aggregate(
-        sends=Count("id"),
-        bounces=Count("id", filter=Q(status=Status.BOUNCED)),
-        complaints=Count("id", filter=Q(status=Status.COMPLAINED)),
-    )
-    return SendingHealth(**counts)
 
 
-def _breach(health: SendingHealth) -> str | None:
+def _breach(health: DeliveryRates) -> str | None:
     """Why the domain must stop, or None."""
-    if health.sends < settings.MAILSERVICE_SAFEGUARD_MIN_SENDS:
+    if health.sent < settings.MAILSERVICE_SAFEGUARD_MIN_SENDS:
         return None
     for label, count, limit, minimum in (
-        ("bounce", health.bounces, settings.MAILSERVICE_BOUNCE_RATE_LIMIT, settings.MAILSERVICE_SAFEGUARD_MIN_BOUNCES),
+        ("bounce", health.bounced, settings.MAILSERVICE_BOUNCE_RATE_LIMIT, settings.MAILSERVICE_SAFEGUARD_MIN_BOUNCES),
         (
             "complaint",
-            health.complaints,
+            health.complained,
             settings.MAILSERVICE_COMPLAINT_RATE_LIMIT,
             settings.MAILSERVICE_SAFEGUARD_MIN_COMPLAINTS,
         ),
     ):
-        rate = count / health.sends
+        rate = count / health.sent
         if count >= minimum and rate > limit:
             return (
-                f"Automatic pause: {label} rate {rate * 100:.4g}% ({count} of the last {health.sends} sends) "
+                f"Automatic pause: {label} rate {rate * 100:.4g}% ({count} of the last {health.sent} sends) "
                 f"is over the {limit * 100:.4g}% limit"
             )
     return None
@@ -67,8 +49,8 @@ def _breach(health: SendingHealth) -> str | None:
 
 def safeguard_check(*, domain: Domain) -> bool:
     """Pause the domain if its bounce or complaint rate is over the limit; True when this call paused it."""
-    domain.refresh_from_db(fields=["sending_paused"])
-    if domain.sending_paused:
+    domain.refresh_from_db(fields=["sending_paused", "auto_paused", "paused_at", "paused_by", "pause_reason"])
+    if domain_pause(domain) is not None:
         return False  # keep the first reason and time an operator will read
     reason = _breach(sending_health(domain=domain))
     if reason is None:

@@ -120,25 +120,19 @@ def domain_mark_verified(*, domain: Domain, actor: str) -> Domain:
     return domain
 
 
-def sending_control() -> SendingControl:
-    control, _ = SendingControl.objects.get_or_create(pk=1)
-    return control
-
-
 def sending_pause(*, domain: Domain | None, actor: str, reason: str = "", automatic: bool = False) -> None:
-    """Pause one domain, or (domain=None) the whole service."""
-    target: Domain | SendingControl = domain if domain is not None else sending_control()
-    fields = {"paused_at": timezone.now(), "paused_by": actor, "pause_reason": reason}
-    if isinstance(target, Domain):
-        fields |= {"sending_paused": True, "auto_paused": automatic}
-    else:
-        fields |= {"paused": True}
-    for attr, value in fields.items():
-        setattr(target, attr, value)
-    target.save(update_fields=[*fields, "updated_at"])
+    """Pause one domain (by an operator, or `automatic`ally by the safeguard), or (None) every domain."""
+    stamp = {"paused_at": timezone.now(), "paused_by": actor, "pause_reason": reason}
+    if domain is None:
+        SendingControl.objects.update_or_create(pk=1, defaults={"paused": True, **stamp})
+        return
+    for attr, value in {"sending_paused": True, "auto_paused": automatic, **stamp}.items():
+        setattr(domain, attr, value)
+    domain.save(update_fields=["sending_paused", "auto_paused", *stamp, "updated_at"])
 
 
 def sending_resume(*, domain: Domain | None) -> None:
+    """Lift the pause of one domain (an operator's or the safeguard's), or (None) the global one."""
     if domain is None:
         SendingControl.objects.update_or_create(pk=1, defaults={"paused": False, "pause_reason": ""})
         return

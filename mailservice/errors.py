@@ -67,6 +67,12 @@ STATUS_OF_CODE: dict[ErrorCode, int] = {
     ErrorCode.INVALID_ADDRESS: 400,
 }
 
+# Codes raised only by operator commands (one-line CLI errors); the API never answers with them,
+# so the README's table of API codes leaves them out.
+OPERATOR_ONLY: frozenset[ErrorCode] = frozenset(
+    {ErrorCode.DOMAIN_NOT_FOUND, ErrorCode.SUPPRESSION_NOT_FOUND, ErrorCode.INVALID_ADDRESS}
+)
+
 # What a bare status means when something other than a service produced it (Django's own pages).
 CODE_OF_STATUS: dict[int, ErrorCode] = {
     400: ErrorCode.BAD_REQUEST,

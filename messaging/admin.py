@@ -46,7 +46,7 @@ class MessageAdmin(ConsoleModelAdmin):
     # Newest first by primary key (ids grow with time): a backward scan of the primary key index,
     # where sorting by another column would sort the whole table on every page.
     ordering = ["-id"]
-    sortable_by: tuple[str, ...] = ()
+    sortable_by = ()
     paginator = EstimatedCountPaginator
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER  # facet counts would scan the whole table
@@ -79,14 +79,14 @@ class MessageAdmin(ConsoleModelAdmin):
         return super().get_search_results(request, queryset, search_term)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Message | None = None) -> list[str]:
-        return [field for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
+        return [str(field) for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
 
     recipients = _mailbox_list("to", "To")
     cc_list = _mailbox_list("cc", "Cc")
     bcc_list = _mailbox_list("bcc", "Bcc")
     reply_to_list = _mailbox_list("reply_to", "Reply-To")
 
-    @admin.display(description="Outcome per recipient")
+    @admin.display(description="ReportedOutcome per recipient")
     def recipient_outcomes(self, message: Message) -> str:
         rows = format_html_join(
             "",
@@ -97,7 +97,7 @@ class MessageAdmin(ConsoleModelAdmin):
             ),
         )
         return format_html(
-            '<table id="recipient-outcomes" style="width:100%"><thead><tr><th>Recipient</th><th>Outcome</th>'
+            '<table id="recipient-outcomes" style="width:100%"><thead><tr><th>Recipient</th><th>ReportedOutcome</th>'
             "<th>Status</th><th>Detail</th></tr></thead><tbody>{}</tbody></table>",
             rows or mark_safe("<tr><td colspan=4>No recipients</td></tr>"),  # noqa: S308 - a constant
         )
@@ -138,7 +138,7 @@ class MessageAdmin(ConsoleModelAdmin):
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Message | None:
         message = super().get_object(request, object_id, from_field)
         if message is not None:  # read by html_body, which is given only the message
-            message.load_remote_images = remote_images_requested(request)  # type: ignore[attr-defined]
+            message.load_remote_images = remote_images_requested(request)
         return message
 
     @admin.display(description="HTML (sandboxed)")

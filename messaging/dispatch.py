@@ -25,11 +25,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Exists, F, Q
+from django.db.models import F, Q
 from django.utils import timezone
 
-from domains.models import SendingControl
-from domains.selectors import SigningKey, dkim_signing_keys, global_sending_paused
+from domains.selectors import SigningKey, dkim_signing_keys
+from domains.sending import domain_unpaused, global_paused, unpaused
+from messaging import sql
 from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.mime import UnsendableMessage, envelope_for, parsed_address, render_message
 from messaging.models import EventType, Message, MessageEvent, Status
@@ -53,12 +54,12 @@ def retry_delay(*, attempt: int) -> timedelta:
 
 def _due(now: datetime) -> Q:
     lease_free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    return Q(status=Status.ACCEPTED, next_attempt_at__lte=now, domain__sending_paused=False) & lease_free
+    return Q(status=Status.ACCEPTED, next_attempt_at__lte=now) & domain_unpaused() & lease_free
 
 
 def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]:
     """Lease up to `limit` due messages (`public_id` first) to this worker; nothing while the global pause is on."""
-    if global_sending_paused():
+    if global_paused():
         return []
     now = timezone.now()
     lease = now + timedelta(seconds=settings.MAILSERVICE_DISPATCH_LEASE_SECONDS)
@@ -85,7 +86,7 @@ def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class SendOutcome:
     status: str  # a Status, or ACCEPTED for "retry later"
     events: list[tuple[str, str, str]]  # (type, recipient, detail)
     last_error: str = ""
@@ -103,21 +104,21 @@ def _recipients(message: Message) -> dict[str, str]:
     return recipients
 
 
-def _temporary(message: Message, error: str) -> Outcome:
+def _temporary(message: Message, error: str) -> SendOutcome:
     if message.attempts >= settings.MAILSERVICE_DISPATCH_MAX_ATTEMPTS:
-        return Outcome(
+        return SendOutcome(
             Status.FAILED, [(EventType.FAILED, "", f"attempt {message.attempts}, giving up: {error}")], error
         )
-    return Outcome(Status.ACCEPTED, [(EventType.DEFERRED, "", f"attempt {message.attempts}: {error}")], error)
+    return SendOutcome(Status.ACCEPTED, [(EventType.DEFERRED, "", f"attempt {message.attempts}: {error}")], error)
 
 
-def _classify(message: Message, result: SendResult) -> Outcome:
+def _classify(message: Message, result: SendResult) -> SendOutcome:
     rejected = [(EventType.RECIPIENT_REJECTED, rcpt, str(reply)) for rcpt, reply in result.refused.items()]
     if result.delivered:
-        return Outcome(Status.DELIVERED, [*rejected, (EventType.DELIVERED, "", str(result.final))])
+        return SendOutcome(Status.DELIVERED, [*rejected, (EventType.DELIVERED, "", str(result.final))])
     replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
     if all(reply.code >= 500 for reply in replies):
-        return Outcome(Status.BOUNCED, [*rejected, (EventType.BOUNCED, "", str(result.final))], str(result.final))
+        return SendOutcome(Status.BOUNCED, [*rejected, (EventType.BOUNCED, "", str(result.final))], str(result.final))
     return _temporary(message, str(result.final))
 
 
@@ -136,7 +137,7 @@ def _suppressed(messages: list[Message]) -> set[tuple[int, str]]:
     return set(listed.values_list("domain_id", "address"))
 
 
-def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
+def _record(message: Message, outcome: SendOutcome, now: datetime) -> bool:
     """Write the outcome if this worker still holds the lease; False if it lost it."""
     fields: dict = {"status": outcome.status, "last_error": outcome.last_error, "lease_expires_at": None}
     fields["next_attempt_at"] = (
@@ -144,8 +145,8 @@ def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
     )
     if message.message_id_header:
         fields["message_id_header"] = message.message_id_header
-    if connection.vendor == "postgresql" and outcome.events:  # the one statement needs an event row to insert
-        return _record_in_one_statement(message, fields, outcome.events, now)
+    if sql.available() and outcome.events:  # the one statement needs an event row to insert
+        return sql.dispatch_record_in_one_statement(message, fields, outcome.events, now)
     with transaction.atomic():
         mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
         if mine.update(**fields, updated_at=now) != 1:
@@ -157,7 +158,7 @@ def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
     return True
 
 
-def _record_durably(message: Message, outcome: Outcome) -> bool:
+def _record_durably(message: Message, outcome: SendOutcome) -> bool:
     """`_record`, retried across a database outage for as long as a lease lasts.
 
     The message may already be at the relay: giving up here would leave it leased and `accepted`,
@@ -174,28 +175,6 @@ def _record_durably(message: Message, outcome: Outcome) -> bool:
             logger.warning("recording the outcome of %s: database unavailable, retrying: %s", message.public_id, exc)
             connection.close()  # a connection the server cut is not reused
             time.sleep(RECORD_RETRY_SECONDS)
-
-
-def _record_in_one_statement(message: Message, fields: dict, events: list[tuple[str, str, str]], now: datetime) -> bool:
-    """_record as one statement on PostgreSQL: the conditional UPDATE and the events' INSERT in a
-    data-modifying CTE, atomic like the transaction it replaces but one round trip instead of four
-    (BEGIN, UPDATE, INSERT, COMMIT): the dispatch benchmark's workers spent a fifth of their time there."""
-    assignments = ", ".join(f'"{Message._meta.get_field(name).column}" = %s' for name in fields)
-    rows = ", ".join(["(%s, %s, %s, %s)"] * len(events))
-    # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
-    sql = (
-        f'WITH mine AS (UPDATE "{Message._meta.db_table}" SET {assignments}, "updated_at" = %s '  # noqa: S608
-        'WHERE "id" = %s AND "status" = %s AND "lease_expires_at" = %s RETURNING "id") '
-        f'INSERT INTO "{MessageEvent._meta.db_table}" ("message_id", "type", "recipient", "detail", "created_at", '
-        f'"updated_at") SELECT mine.id, event.type, event.recipient, event.detail, %s, %s '
-        f"FROM mine CROSS JOIN (VALUES {rows}) AS event (n, type, recipient, detail) ORDER BY event.n"
-    )
-    params = [*fields.values(), now, message.pk, Status.ACCEPTED, message.lease_expires_at, now, now]
-    params += [value for n, event in enumerate(events) for value in (n, *event)]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        # Every outcome carries at least one event, so no row inserted means no row updated: the lease was lost.
-        return cursor.rowcount > 0
 
 
 @dataclass
@@ -217,9 +196,8 @@ def _renew_leases(messages: list[Message], lease: BatchLease) -> set[int]:
     renewed = timezone.now() + timedelta(seconds=settings.MAILSERVICE_DISPATCH_LEASE_SECONDS)
     ids = [message.pk for message in messages]
     mine = Message.objects.filter(pk__in=ids, status=Status.ACCEPTED, lease_expires_at=lease.expires_at)
-    unpaused = mine.filter(~Exists(SendingControl.objects.filter(pk=1, paused=True)), domain__sending_paused=False)
     held: set[int] = set()
-    if unpaused.update(lease_expires_at=renewed):
+    if mine.filter(unpaused()).update(lease_expires_at=renewed):
         held = set(Message.objects.filter(pk__in=ids, lease_expires_at=renewed).values_list("pk", flat=True))
     # Still at the old value: paused. (Another worker's claims no longer match it.)
     _release([message for message in messages if message.pk not in held], lease)
@@ -236,7 +214,7 @@ def _send_one(
     *,
     suppressed_in_batch: set[tuple[int, str]],
     signing_keys: dict[int, SigningKey],
-) -> Outcome:
+) -> SendOutcome:
     """Deliver one claimed message whose lease the worker holds."""
     try:
         recipients = _recipients(message)
@@ -246,13 +224,13 @@ def _send_one(
         wire = [sent for address, sent in recipients.items() if address not in suppressed]
         if not wire:
             error = "every recipient is on the suppression list"
-            return Outcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
+            return SendOutcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
         rendered = render_message(message)
         envelope = envelope_for(
             message=message, recipients=wire, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN
         )
     except UnsendableMessage as exc:
-        return Outcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
+        return SendOutcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
     message.message_id_header = rendered.message_id
     # Only a domain's active key signs: a rotated-in key becomes active once its record is found.
     key = signing_keys.get(message.domain_id)
@@ -265,7 +243,7 @@ def _send_one(
     signed = dkim_sign(data=rendered.data, domain=message.domain.name, selector=key.selector, private_key=private_key)
     result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
     outcome = _classify(message, result)
-    return Outcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
+    return SendOutcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
 
 
 def _release(messages: list[Message], lease: BatchLease) -> None:
@@ -282,7 +260,9 @@ def dispatch_batch(*, public_id: str | None = None) -> int:
     messages = dispatch_claim(public_id=public_id, limit=settings.MAILSERVICE_DISPATCH_BATCH_SIZE)
     if not messages:
         return 0
-    return send_batch(messages, BatchLease(expires_at=messages[0].lease_expires_at, checked_at=claimed_at))
+    expires_at = messages[0].lease_expires_at
+    assert expires_at is not None  # dispatch_claim sets the lease of every message it returns
+    return send_batch(messages, BatchLease(expires_at=expires_at, checked_at=claimed_at))
 
 
 def send_batch(messages: list[Message], lease: BatchLease) -> int:
@@ -297,7 +277,7 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
         with ExitStack() as stack:
             opened: list[Connection] = []
 
-            def connection() -> Connection:
+            def relay() -> Connection:
                 if not opened:
                     opened.append(stack.enter_context(transport().connection()))
                 return opened[0]
@@ -309,7 +289,7 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
                     held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
                 if message.pk not in held:
                     continue
-                outcome = _send_one(message, connection, suppressed_in_batch=suppressed, signing_keys=signing_keys)
+                outcome = _send_one(message, relay, suppressed_in_batch=suppressed, signing_keys=signing_keys)
                 if _record_durably(message, outcome):
                     handled += 1
     except (OSError, smtplib.SMTPException) as exc:
@@ -321,13 +301,13 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
     return handled
 
 
-def dispatch_sweep(*, enqueue: Callable[[], None]) -> int:
+def dispatch_sweep(*, enqueue: Callable[[], object]) -> int:
     """Call `enqueue` once per batch of due messages; returns how many messages are due.
 
     Due: a retry whose time has come, or a first attempt that no worker has claimed within the
     grace period (its task was lost), and no lease held. Paused messages are not due.
     """
-    if global_sending_paused():
+    if global_paused():
         return 0
     now = timezone.now()
     grace = now - timedelta(seconds=settings.MAILSERVICE_DISPATCH_SWEEP_GRACE)

@@ -112,8 +112,8 @@ def dkim_sign(*, data: bytes, domain: str, selector: str, private_key: rsa.RSAPr
 
     # Each listed name takes the next instance from the bottom; an exhausted name signs as empty.
     remaining: dict[bytes, list[bytes]] = {}
-    for name, raw in fields:
-        remaining.setdefault(name, []).append(raw)
+    for field_name, raw in fields:
+        remaining.setdefault(field_name, []).append(raw)
     signing_input = b""
     for name in signed:
         instances = remaining.get(name.encode())

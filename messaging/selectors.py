@@ -75,6 +75,8 @@ def message_get(*, domain: Domain, public_id: str) -> Message:
 
 @dataclass(frozen=True)
 class DeliveryRates:
+    """Bounced and complained counts among some sent messages: the console's rates and the safeguard's."""
+
     sent: int
     bounced: int
     complained: int
@@ -88,20 +90,36 @@ class DeliveryRates:
         return self.complained / self.sent if self.sent else None
 
 
+# The aggregate behind DeliveryRates: Message.objects....aggregate(**DELIVERY_COUNTS) or .annotate(...).
+DELIVERY_COUNTS = {
+    "sent": Count("id"),
+    "bounced": Count("id", filter=Q(status=Status.BOUNCED)),
+    "complained": Count("id", filter=Q(status=Status.COMPLAINED)),
+}
+
+
+def delivery_rates_of_recent_sends(*, domain: Domain, hours: float, sends: int) -> DeliveryRates:
+    """Among the domain's most recent sends: the last `sends`, none older than `hours` hours."""
+    since = timezone.now() - timedelta(hours=hours)
+    window = (
+        Message.objects.filter(domain=domain, direction=Direction.SENT, created_at__gte=since)
+        .order_by("-created_at", "-public_id")
+        .values("id")[:sends]
+    )
+    return DeliveryRates(**Message.objects.filter(id__in=window).aggregate(**DELIVERY_COUNTS))
+
+
 def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRates]:
     """Bounced and complained shares of each domain's messages sent in the last `days` days, in one query."""
     since = timezone.now() - timedelta(days=days)
     rows = (
         Message.objects.filter(domain_id__in=domain_ids, direction=Direction.SENT, created_at__gte=since)
-        .values("domain_id")
-        .annotate(
-            sent=Count("id"),
-            bounced=Count("id", filter=Q(status=Status.BOUNCED)),
-            complained=Count("id", filter=Q(status=Status.COMPLAINED)),
-        )
+        .values("domain_id")  # one row per domain
+        .annotate(**DELIVERY_COUNTS)
+        .values_list("domain_id", *DELIVERY_COUNTS)
     )
     empty = DeliveryRates(sent=0, bounced=0, complained=0)
-    found = {row["domain_id"]: DeliveryRates(row["sent"], row["bounced"], row["complained"]) for row in rows}
+    found = {domain_id: DeliveryRates(*counts) for domain_id, *counts in rows}
     return {domain_id: found.get(domain_id, empty) for domain_id in domain_ids}
 
 
@@ -144,8 +162,10 @@ def recipient_outcomes(*, message: Message) -> list[RecipientOutcome]:
         mine = [event for event in events if event.recipient.lower() == address]
         decisive = next((e for kind in _DECISIVE for e in reversed(mine) if e.type == kind), None)
         if decisive is not None:
-            outcome = RecipientOutcome(address, _DECISIVE[decisive.type], decisive.status_code, decisive.detail)
+            outcome = RecipientOutcome(
+                address, _DECISIVE[EventType(decisive.type)], decisive.status_code, decisive.detail
+            )
         else:
-            outcome = RecipientOutcome(address, "deferred" if deferred else _BY_STATUS.get(message.status, ""))
+            outcome = RecipientOutcome(address, "deferred" if deferred else _BY_STATUS.get(Status(message.status), ""))
         outcomes.append(outcome)
     return outcomes

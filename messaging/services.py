@@ -1,15 +1,14 @@
 from dataclasses import dataclass, field
-from functools import cache
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from domains.models import DailyUsage, Domain, SendingControl
-from domains.selectors import global_sending_paused
-from domains.services import allowance_consume, allowance_day_open, allowance_exhausted
-from mailservice.errors import ErrorCode, PermissionDenied, SendingPaused, ValidationFailed
+from domains.models import Domain
+from domains.sending import global_paused, send_refusal, sending_paused_error
+from domains.services import allowance_consume
+from mailservice.errors import ErrorCode, PermissionDenied
 from mailservice.mailbox import parse_address
-from messaging.inserts import insert_fields, insert_values
+from messaging import sql
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.tasks import dispatch_enqueue
 from templates_app.selectors import template_version_for_send
@@ -38,21 +37,6 @@ class SendRequest:
     template: TemplateReference | None = None
 
 
-_NOT_SENT = "production sending is not activated for this domain; no message was sent"
-
-
-def paused_message(*, domain: Domain | None) -> str:
-    """The 503 SendingPaused message: which pause holds the send (`domain` None: the global switch),
-    then what the spec requires it to say. An operator's own reason is not shown to API clients;
-    an automatic pause's is, as it names the rate that tripped it (domains/safeguards.py)."""
-    if domain is None:
-        return f"Sending is paused globally by an operator: {_NOT_SENT}"
-    if domain.auto_paused:
-        why = domain.pause_reason.removeprefix("Automatic pause: ") or "the bounce or complaint rate is over its limit"
-        return f"Sending is paused for this domain automatically ({why}): {_NOT_SENT}"
-    return f"Sending is paused for this domain by an operator: {_NOT_SENT}"
-
-
 def _is_on_domain(mailbox: str, domain: Domain) -> bool:
     """The sender's canonical domain is the key's (a Unicode domain matches its stored A-label form)."""
     return parse_address(mailbox).domain == domain.name
@@ -75,11 +59,11 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         raise PermissionDenied(
             f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
         )
-    if not domain.verified:
-        raise ValidationFailed(f"The domain {domain.name} is not verified", code=ErrorCode.DOMAIN_NOT_VERIFIED)
-    # The domain was read with the key, in this request; the global switch is read below.
-    if domain.sending_paused:
-        raise SendingPaused(paused_message(domain=domain))
+    # The domain was read with the key, in this request; the global switch is read where the
+    # message is stored, below.
+    refusal = send_refusal(domain=domain)
+    if refusal is not None:
+        raise refusal
 
     message = Message(
         domain=domain,
@@ -97,8 +81,8 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         template_version=version.number if version else None,
         next_attempt_at=timezone.now(),
     )
-    if connection.vendor == "postgresql":
-        _store_in_one_statement(domain, message)
+    if sql.available():
+        sql.message_send_in_one_statement(domain, message)
     else:
         _store_in_transaction(domain, message)
     transaction.on_commit(lambda: dispatch_enqueue(public_id=message.public_id))
@@ -106,73 +90,11 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
 
 
 def _store_in_transaction(domain: Domain, message: Message) -> None:
-    """The global pause check, then the allowance count and the two rows in one transaction."""
-    if global_sending_paused():
-        raise SendingPaused(paused_message(domain=None))
+    """The global pause check, then the allowance count and the two rows in one transaction
+    (sql.message_send_in_one_statement does the same in one statement on PostgreSQL)."""
+    if global_paused():
+        raise sending_paused_error()
     with transaction.atomic():
         allowance_consume(domain=domain)
         message.save(force_insert=True)
         MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
-
-
-def _store_in_one_statement(domain: Domain, message: Message) -> None:
-    """_store_in_transaction as one statement on PostgreSQL, as atomic as the transaction.
-
-    The global pause check, the allowance count (allowance_consume's conditional UPDATE) and the
-    message and event INSERTs in one data-modifying CTE: one round trip instead of six (pause
-    SELECT, BEGIN, UPDATE, INSERT, INSERT, COMMIT) and no ORM query compilation, which were most
-    of a send's cost beyond the framework's in the accept benchmark
-    (bench/results/before-after-accept.md). The pause is read in the statement that stores the
-    message, so a pause committed before it applies. Nothing is written unless the counter row
-    was updated: paused, allowance used up, or no row yet for the day (the day's first send,
-    which creates it and tries once more).
-    """
-    now = timezone.now()
-    limited = domain.daily_allowance is not None
-    event = MessageEvent(type=EventType.ACCEPTED)
-    params = [
-        domain.pk,
-        now.date(),
-        *([domain.daily_allowance] if limited else []),
-        *insert_values(message, insert_fields(Message)),
-        *insert_values(event, insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS)),
-    ]
-    for first_try in (True, False):
-        with connection.cursor() as cursor:
-            cursor.execute(_accept_statement(limited=limited), params)
-            paused, message_pk = cursor.fetchone()
-        if paused:  # the statement reads the global switch; the domain's was checked with the key
-            raise SendingPaused(paused_message(domain=None))
-        if message_pk is not None:
-            message.pk = message_pk
-            message._state.adding, message._state.db = False, connection.alias
-            return
-        if first_try:
-            allowance_day_open(domain=domain, day=now.date())
-    raise allowance_exhausted(domain=domain, now=now)
-
-
-_EVENT_OWN_COLUMNS = frozenset({"message"})  # the statement takes it from the message INSERT
-
-
-@cache
-def _accept_statement(*, limited: bool) -> str:
-    """The statement of _store_in_one_statement; parameters: domain id, day, [allowance], the
-    message's insert_values, the event's (without its message). Returns (paused, message id or NULL)."""
-    quote = connection.ops.quote_name
-    message_columns = [quote(column.column) for column in insert_fields(Message)]
-    event_columns = [quote(column.column) for column in insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS)]
-    allowance = ' AND "sent_count" < %s' if limited else ""
-    # Only the models' own identifiers are interpolated; every value is a parameter.
-    return (
-        f"WITH control AS (SELECT EXISTS (SELECT 1 FROM {quote(SendingControl._meta.db_table)} "  # noqa: S608
-        'WHERE "id" = 1 AND "paused") AS paused), '
-        f'counted AS (UPDATE {quote(DailyUsage._meta.db_table)} SET "sent_count" = "sent_count" + 1 '
-        f'WHERE "domain_id" = %s AND "day" = %s{allowance} AND NOT (SELECT paused FROM control) RETURNING 1), '
-        f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(message_columns)}) "
-        f'SELECT {", ".join(["%s"] * len(message_columns))} FROM counted RETURNING "id"), '
-        f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
-        f'("message_id", {", ".join(event_columns)}) SELECT message.id, {", ".join(["%s"] * len(event_columns))} '
-        "FROM message) "
-        "SELECT (SELECT paused FROM control), (SELECT id FROM message)"
-    )

@@ -30,6 +30,6 @@ def dispatch_enqueue(*, public_id: str) -> None:
     The message is stored with `next_attempt_at` set, so the sweeper sends it once the broker is back.
     """
     try:
-        dispatch_task.apply_async(args=[public_id], retry=False)
+        dispatch_task.apply_async(args=(public_id,), retry=False)
     except (OperationalError, OSError) as exc:
         logger.warning("dispatch of %s not queued (the sweeper will pick it up): %s", public_id, exc)

@@ -168,8 +168,10 @@ def _choice(options: dict[str, str], name: str, allowed: dict[str, T]) -> T:
     return allowed[value]
 
 
-def _reply(code: int, text: bytes) -> Reply:
-    return Reply(code, " ".join(text.decode("utf-8", "replace").split()))
+def _reply(code: int, text: bytes | str) -> Reply:
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return Reply(code, " ".join(text.split()))
 
 
 class SmtpConnection:

@@ -16,6 +16,7 @@ from templates_app.models import Template, TemplateVersion
 from templates_app.selectors import sample_variables
 from templates_app.services import (
     RenderedContent,
+    template_content_check,
     template_render,
     template_version_create,
     template_version_set_published,
@@ -24,7 +25,7 @@ from templates_app.services import (
 
 class TemplateVersionInline(admin.TabularInline):
     model = TemplateVersion
-    fields = ["number", "subject", "published", "published_at", "created_at"]
+    fields = ("number", "subject", "published", "published_at", "created_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -48,7 +49,7 @@ class TemplateAdmin(ConsoleModelAdmin):
 
     @admin.display(description="Versions", ordering="version_count")
     def version_count(self, template: Template) -> int:
-        return template.version_count
+        return template.version_count  # type: ignore[attr-defined]  # annotated by get_queryset
 
     @admin.display(description="Use in /v1/send")
     def api_usage(self, template: Template) -> str:
@@ -76,8 +77,14 @@ class TemplateVersionAddForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        if not cleaned.get("text") and not cleaned.get("html"):
-            raise forms.ValidationError("A version needs text or HTML (or both).")
+        assert cleaned is not None  # a ModelForm's clean returns its cleaned_data
+        if "subject" in cleaned:  # else the field's own error says what is missing
+            try:
+                template_content_check(
+                    subject=cleaned["subject"], text=cleaned.get("text") or "", html=cleaned.get("html") or ""
+                )
+            except ApiError as exc:
+                raise forms.ValidationError(exc.message) from None
         return cleaned
 
 

@@ -23,8 +23,9 @@ class RenderedContent:
     html: str | None
 
 
-def _check_content(*, subject: str, text: str, html: str) -> None:
-    # Before any row is created, so a bad version leaves no empty template behind.
+def template_content_check(*, subject: str, text: str, html: str) -> None:
+    """What every version needs (the console's form asks this too). Checked before any row is
+    created, so a bad version leaves no empty template behind."""
     if not subject:
         raise ValidationFailed("A template version needs a subject")
     if not text and not html:
@@ -35,7 +36,7 @@ def template_version_publish(
     *, domain: Domain, slug: str, subject: str, text: str = "", html: str = ""
 ) -> TemplateVersion:
     """Create the template if new, add the next version with this content, and publish it."""
-    _check_content(subject=subject, text=text, html=html)
+    template_content_check(subject=subject, text=text, html=html)
     with transaction.atomic():
         template, created = Template.objects.select_for_update().get_or_create(domain=domain, slug=slug)
         if created:
@@ -50,7 +51,7 @@ def template_version_create(
     *, template: Template, subject: str, text: str = "", html: str = "", published: bool = False
 ) -> TemplateVersion:
     """Add the template's next version (a draft unless published), numbered under a lock on the template."""
-    _check_content(subject=subject, text=text, html=html)
+    template_content_check(subject=subject, text=text, html=html)
     with transaction.atomic():
         Template.objects.select_for_update().filter(pk=template.pk).first()
         number = (template.versions.aggregate(highest=Max("number"))["highest"] or 0) + 1

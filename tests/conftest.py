@@ -5,6 +5,10 @@ from apikeys.models import ApiKey, Permission
 from domains.models import Domain
 from tests.factories import ApiKeyFactory, DomainFactory
 
+# The live-process harness: its fixtures (live_web, live_inbound, live_sink) and, for a failed
+# test, the logs of the child processes it ran.
+pytest_plugins = ["tests.harness.plugin"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated_cache():
@@ -14,6 +18,22 @@ def _isolated_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture(params=["one statement", "ORM twin"])
+def sql_path(request, monkeypatch) -> str:
+    """Runs a test twice on PostgreSQL: with the hand-written statements (messaging/sql.py), and with
+    them turned off so the services take their ORM twins, as on SQLite. Use it through
+    `pytestmark = pytest.mark.usefixtures("sql_path")` in the modules of the affected services."""
+    from django.db import connection
+
+    from messaging import sql
+
+    if request.param == "one statement" and connection.vendor != "postgresql":
+        pytest.skip("the hand-written statements need PostgreSQL")
+    if request.param == "ORM twin":
+        monkeypatch.setattr(sql, "available", lambda: False)
+    return request.param
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import dns.resolver
 from dnslib import MX, QTYPE, RCODE, RR, TXT, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
 
-from tests.live import free_port
+from tests.harness import free_port
 
 
 class Zone(BaseResolver):

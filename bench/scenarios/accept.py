@@ -63,7 +63,7 @@ def measure(args: argparse.Namespace, env: dict[str, str], *, domain: str) -> Ac
     ceiling: dict[str, LoadResult] = defaultdict(LoadResult)
     send: dict[str, LoadResult] = defaultdict(LoadResult)
     with (
-        server({**env, "BENCH_ROOT_URLCONF": "bench.ceiling_urls"}, workers=args.workers) as ceiling_url,
+        server({**env, "DJANGO_SETTINGS_MODULE": "bench.ceiling_settings"}, workers=args.workers) as ceiling_url,
         server(env, workers=args.workers) as send_url,
     ):
         servers = ((ceiling, ceiling_url), (send, send_url))

@@ -125,7 +125,7 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
     from domains.models import Domain
     from domains.services import domain_create
     from messaging.models import EventType, Message, MessageEvent
-    from tests.live import celery_worker, child_env, wait_until
+    from tests.harness import celery_worker, child_env, wait_until
 
     domain, warmup = domain_create(name=DOMAIN, verified=True), domain_create(name=WARMUP_DOMAIN, verified=True)
     # Messages other scenarios left accepted (scenario 1's sends) are not this one's to drain:
@@ -206,7 +206,7 @@ def _ceiling(count: int, port: int, sink_pid: int) -> Run:
 def _post_office(args: argparse.Namespace, database_url: str, port: int, sink_pid: int) -> Run:
     import psycopg
 
-    from tests.live import child_env
+    from tests.harness import child_env
 
     parts = urlsplit(database_url)
     url = urlunsplit(parts._replace(path=parts.path + "_post_office"))

@@ -91,7 +91,7 @@ def _merge(into: Load, load: Load) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     from domains.services import domain_create
     from messaging.models import Direction, Message
-    from tests.live import inbound_smtp_server
+    from tests.harness import inbound_smtp_server
 
     if args.messages < 1 or args.clients < 1 or args.rounds < 1:
         raise BenchError("inbound: --messages, --clients and --rounds must be positive")

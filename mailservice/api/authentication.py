@@ -25,3 +25,9 @@ class BearerKeyAuthentication(BaseAuthentication):
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="api"'
+
+
+def api_key_of(request: Request) -> ApiKey:
+    """The key a request authenticated with; views behind CanSend or CanRead always have one."""
+    assert isinstance(request.auth, ApiKey)
+    return request.auth

@@ -10,6 +10,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, JsonResponse
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from mailservice.errors import STATUS_OF_CODE, ApiError, ErrorCode
 
@@ -35,12 +36,18 @@ def error_response(
 
 
 def _flatten_detail(detail: Any, path: str = "") -> list[str]:
-    """DRF nests errors by field; the envelope carries one message naming each field."""
+    """DRF nests errors by field; the envelope carries one message naming each field by its path.
+
+    Errors of the body as a whole (DRF's non-field key) carry no path, so a field that happens
+    to be named `body` is still named.
+    """
     if isinstance(detail, dict):
         messages = []
         for key, value in detail.items():
-            name = "body" if key == "non_field_errors" else str(key)
-            messages += _flatten_detail(value, f"{path}.{name}" if path else name)
+            if key == api_settings.NON_FIELD_ERRORS_KEY:
+                messages += _flatten_detail(value, path)
+            else:
+                messages += _flatten_detail(value, f"{path}.{key}" if path else str(key))
         return messages
     if isinstance(detail, list):
         messages = []
@@ -48,8 +55,7 @@ def _flatten_detail(detail: Any, path: str = "") -> list[str]:
             nested = isinstance(value, (dict, list))
             messages += _flatten_detail(value, f"{path}[{index}]" if nested else path)
         return messages
-    text = str(detail)
-    return [f"{path}: {text}" if path and path != "body" else text]
+    return [f"{path}: {detail}" if path else str(detail)]
 
 
 # DRF's own exceptions, mapped onto the contract's codes (wrong media type is a 400 here).
@@ -84,10 +90,11 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         else:
             message = str(exc.detail)
         headers = {}
-        if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header
-        if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))
+        auth_header, wait = getattr(exc, "auth_header", None), getattr(exc, "wait", None)
+        if auth_header:
+            headers["WWW-Authenticate"] = auth_header
+        if wait:
+            headers["Retry-After"] = str(int(wait))
         return Response(error_body(code, message, request), status=STATUS_OF_CODE[code], headers=headers)
     return None  # Unexpected: ApiErrorMiddleware logs it and renders a 500 envelope.
 

@@ -3,9 +3,10 @@
 import re
 from typing import Any
 
+from django.core.validators import ProhibitNullCharactersValidator
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from rest_framework.fields import ProhibitNullCharactersValidator, ProhibitSurrogateCharactersValidator
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from mailservice import mailbox
 
@@ -100,12 +101,12 @@ def _mailbox_list(data: Any, *, max_items: int) -> list[str]:
         raise serializers.ValidationError("must be an address or a list of addresses")
     if not 1 <= len(data) <= max_items:
         raise serializers.ValidationError(f"must hold 1 to {max_items} addresses")
-    errors: dict[int, Any] = {}
+    errors: dict[str, Any] = {}
     for index, item in enumerate(data):
         try:
             _MAILBOX.to_internal_value(item)
         except serializers.ValidationError as exc:
-            errors[index] = exc.detail
+            errors[str(index)] = exc.detail
     if errors:
         raise serializers.ValidationError(errors)
     return list(data)

@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django_ratelimit.core import get_usage
 
 from mailservice.api.clientip import client_ip
-from mailservice.api.exceptions import error_body, error_response
+from mailservice.api.exceptions import error_body, error_response, request_id_of
 from mailservice.console import refuse
 from mailservice.errors import CODE_OF_STATUS, ErrorCode
 
@@ -31,9 +31,10 @@ class RequestIdMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        request.request_id = "req_" + secrets.token_hex(12)  # type: ignore[attr-defined]
+        request_id = "req_" + secrets.token_hex(12)
+        request.request_id = request_id  # type: ignore[attr-defined]  # our own attribute, read by request_id_of
         response = self.get_response(request)
-        response["x-request-id"] = request.request_id  # type: ignore[attr-defined]
+        response["x-request-id"] = request_id
         response["Cache-Control"] = "no-store"
         return response
 
@@ -64,7 +65,7 @@ class ApiErrorMiddleware:
         if isinstance(exception, (Http404, PermissionDenied, SuspiciousOperation, BadRequest)):
             return None  # not failures: Django's handlers answer these with their own status
         if isinstance(exception, (OperationalError, InterfaceError)):
-            logger.warning("database unavailable (request %s): %s", request.request_id, type(exception).__name__)  # type: ignore[attr-defined]
+            logger.warning("database unavailable (request %s): %s", request_id_of(request), type(exception).__name__)
             return error_response(
                 request,
                 ErrorCode.SERVICE_UNAVAILABLE,
@@ -72,9 +73,9 @@ class ApiErrorMiddleware:
                 headers={"Retry-After": "5"},
             )
         if isinstance(exception, DatabaseError):
-            logger.error("database error (request %s)", request.request_id, exc_info=exception)  # type: ignore[attr-defined]
+            logger.error("database error (request %s)", request_id_of(request), exc_info=exception)
         else:
-            logger.error("unhandled error (request %s)", request.request_id, exc_info=exception)  # type: ignore[attr-defined]
+            logger.error("unhandled error (request %s)", request_id_of(request), exc_info=exception)
         return error_response(request, ErrorCode.INTERNAL_ERROR, "An unexpected error occurred; quote the request id")
 
 

@@ -31,17 +31,28 @@ class StrictSerializer(serializers.Serializer):
         fields = super().get_fields()
         return {self.renamed_fields.get(name, name): field for name, field in fields.items()}
 
+    # Groups of fields of which at least one must be present; also stated in the OpenAPI document.
+    required_any_of: tuple[tuple[str, ...], ...] = ()
+
     def to_internal_value(self, data: Any) -> Any:
-        unknown = {key: "unknown field" for key in data if key not in self.fields} if isinstance(data, dict) else {}
+        # One answer names every offending field: the unknown ones, the missing ones of a group
+        # and the invalid ones, each under its own name.
+        problems: dict[str, Any] = {}
+        if isinstance(data, dict):
+            problems = {
+                group[0]: f"at least one of {', '.join(group)} is required"
+                for group in self.required_any_of
+                if not any(name in data for name in group)
+            }
+            problems.update({key: "unknown field" for key in data if key not in self.fields})
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:
-            # One answer names every offending field: the unknown ones and the invalid ones.
-            if unknown and isinstance(exc.detail, dict):
-                raise serializers.ValidationError({**exc.detail, **unknown}) from None
+            if problems and isinstance(exc.detail, dict):
+                raise serializers.ValidationError({**exc.detail, **problems}) from None
             raise
-        if unknown:
-            raise serializers.ValidationError(unknown)
+        if problems:
+            raise serializers.ValidationError(problems)
         return value
 
 
@@ -62,13 +73,9 @@ class _SendBaseSerializer(StrictSerializer):
     bcc = AddressOrListField(required=False)
     replyTo = ReplyToField(required=False)  # noqa: N815 - the wire name
 
-    # Fields of which at least one must be present; also stated in the OpenAPI document.
     required_any_of: tuple[tuple[str, ...], ...] = (("to", "cc", "bcc"),)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        for group in self.required_any_of:
-            if not any(name in attrs for name in group):
-                raise serializers.ValidationError({group[0]: f"at least one of {', '.join(group)} is required"})
         recipients = sum(len(attrs.get(name, [])) for name in ("to", "cc", "bcc"))
         if recipients > MAX_RECIPIENTS:
             raise serializers.ValidationError(
@@ -144,7 +151,7 @@ class MessageSerializer(StrictSerializer):
 
 
 class MessageListSerializer(serializers.Serializer):
-    data = MessageSerializer(many=True, source="messages")
+    data = MessageSerializer(many=True, source="messages")  # type: ignore[assignment]  # the wire field `data` shadows Serializer.data
     has_more = serializers.BooleanField()
     next_cursor = serializers.CharField(allow_null=True)
 

@@ -3,6 +3,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from mailservice.api.authentication import api_key_of
 from mailservice.api.permissions import CanRead, CanSend
 from mailservice.api.serializers import (
     ApiErrorSerializer,
@@ -52,7 +53,7 @@ class SendView(APIView):
     )
     def post(self, request: Request) -> Response:
         send_request = parse_send_request(request.data)
-        message = message_send(domain=request.auth.domain, request=send_request)
+        message = message_send(domain=api_key_of(request).domain, request=send_request)
         return Response(SendResponseSerializer(message).data)
 
 
@@ -81,7 +82,10 @@ class MessageListView(APIView):
     def get(self, request: Request) -> Response:
         query = parse_list_query(request.query_params)
         page = message_list(
-            domain=request.auth.domain, direction=query.get("direction"), limit=query["limit"], after=query.get("after")
+            domain=api_key_of(request).domain,
+            direction=query.get("direction"),
+            limit=query["limit"],
+            after=query.get("after"),
         )
         return Response(MessageListSerializer(page).data)
 
@@ -99,5 +103,5 @@ class MessageDetailView(APIView):
     def get(self, request: Request, id: str) -> Response:  # noqa: A002 - the spec's parameter name
         if len(id) > 256:
             raise ValidationFailed("id: a message id is at most 256 characters")
-        message = message_get(domain=request.auth.domain, public_id=id)
+        message = message_get(domain=api_key_of(request).domain, public_id=id)
         return Response(MessageSerializer(message, context={"include_text": True}).data)

@@ -105,6 +105,12 @@ def decode_header_value(value: str | Header | None) -> str:
     return "".join(parts).strip()
 
 
+def subparts(part: EmailMessage) -> list[EmailMessage]:
+    """The messages a message/* part was parsed into (header blocks of a report, an attached message)."""
+    payload = part.get_payload()
+    return [item for item in payload if isinstance(item, EmailMessage)] if isinstance(payload, list) else []
+
+
 def header(message: EmailMessage, name: str) -> str:
     return decode_header_value(message.get(name))
 
@@ -125,7 +131,7 @@ def part_text(part: EmailMessage) -> str | None:
     if part.is_multipart():
         return None
     payload = part.get_payload(decode=True)
-    if payload is None:
+    if not isinstance(payload, bytes):  # None: a message/* part, already parsed into messages
         inner = part.get_payload()
         if isinstance(inner, list):
             return "\n\n".join(str(item) for item in inner)

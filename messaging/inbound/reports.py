@@ -38,6 +38,7 @@ from messaging.inbound.parsing import (
     header,
     parse_bytes,
     part_text,
+    subparts,
 )
 
 NOTICE_LIMIT = 64 * 1024  # characters of a notice the plain-text heuristics read
@@ -45,7 +46,7 @@ LINE_LIMIT = 1000  # RFC 5322's line length: longer lines are cut before any pat
 HEADER_LIMIT = 4096  # characters of one header value the heuristics read
 
 
-class Outcome(StrEnum):
+class ReportedOutcome(StrEnum):
     BOUNCE = "bounce"  # permanent failure: the recipient will not get it
     SOFT_BOUNCE = "soft_bounce"  # the relay gave up after temporary failures (4.x.x with a final action)
     DELAY = "delay"  # transient: the remote MTA is still trying
@@ -55,7 +56,7 @@ class Outcome(StrEnum):
 @dataclass(frozen=True)
 class RecipientReport:
     address: str  # lower-case bare address; "" when the report redacts it
-    outcome: Outcome
+    outcome: ReportedOutcome
     status: str = ""  # the enhanced status code, e.g. 5.1.1
     diagnostic: str = ""  # e.g. "smtp; 550 5.1.1 <a@example.org>: user unknown"
     feedback_type: str = ""  # complaints: the ARF Feedback-Type (abuse, opt-out, ...)
@@ -74,7 +75,12 @@ class Report:
     def kind(self) -> str:
         """complaint, bounce, soft_bounce, delay, or none (not a report we can act on)."""
         outcomes = {recipient.outcome for recipient in self.recipients}
-        for outcome in (Outcome.COMPLAINT, Outcome.BOUNCE, Outcome.SOFT_BOUNCE, Outcome.DELAY):
+        for outcome in (
+            ReportedOutcome.COMPLAINT,
+            ReportedOutcome.BOUNCE,
+            ReportedOutcome.SOFT_BOUNCE,
+            ReportedOutcome.DELAY,
+        ):
             if outcome in outcomes:
                 return outcome.value
         return "none"
@@ -238,9 +244,8 @@ def _original_message_id(message: EmailMessage) -> str:
     texts = []
     for part in message.walk():
         content_type = part.get_content_type()
-        if content_type in {"message/rfc822", "message/global"} and isinstance(part.get_payload(), list):
-            embedded = part.get_payload()
-            found = header(embedded[0], "Message-ID") if embedded else ""
+        if content_type in {"message/rfc822", "message/global"} and subparts(part):
+            found = header(subparts(part)[0], "Message-ID")
             if found:
                 return _normalise_message_id(found)
         elif content_type in {"text/rfc822-headers", "message/global-headers"}:
@@ -268,12 +273,12 @@ def _status_in(text: str) -> str:
     return ".".join(match.groups()) if match else ""
 
 
-def _final_outcome(status: str, evidence: str) -> Outcome:
+def _final_outcome(status: str, evidence: str) -> ReportedOutcome:
     """A final failure: hard when the status (or, lacking one, the SMTP reply) is permanent."""
     if status:
-        return Outcome.BOUNCE if status.startswith("5") else Outcome.SOFT_BOUNCE
+        return ReportedOutcome.BOUNCE if status.startswith("5") else ReportedOutcome.SOFT_BOUNCE
     reply = _SMTP_REPLY.search(evidence[:LINE_LIMIT])
-    return Outcome.SOFT_BOUNCE if reply and reply.group(1).startswith("4") else Outcome.BOUNCE
+    return ReportedOutcome.SOFT_BOUNCE if reply and reply.group(1).startswith("4") else ReportedOutcome.BOUNCE
 
 
 def _dsn_recipients(part: EmailMessage) -> list[RecipientReport] | None:
@@ -295,9 +300,9 @@ def _dsn_fields_recipients(blocks: list[dict[str, list[str]]]) -> list[Recipient
         if action in _FINAL_ACTIONS:
             outcome = _final_outcome(status, diagnostic)
         elif action in _DELAY_ACTIONS or (not action and status.startswith("4")):
-            outcome = Outcome.DELAY
+            outcome = ReportedOutcome.DELAY
         elif not action and status.startswith("5"):
-            outcome = Outcome.BOUNCE
+            outcome = ReportedOutcome.BOUNCE
         else:
             continue  # delivered, relayed, expanded: a success notice, nothing to act on
         recipients.append(RecipientReport(address, outcome, status, diagnostic[:HEADER_LIMIT]))
@@ -306,8 +311,8 @@ def _dsn_fields_recipients(blocks: list[dict[str, list[str]]]) -> list[Recipient
 
 def _embedded_message(message: EmailMessage) -> EmailMessage | None:
     original = _first_part(message, "message/rfc822", "message/global")
-    embedded = original.get_payload() if original is not None else None
-    return embedded[0] if isinstance(embedded, list) and embedded else None
+    embedded = subparts(original) if original is not None else []
+    return embedded[0] if embedded else None
 
 
 def _complaint(message: EmailMessage) -> Report:
@@ -324,9 +329,9 @@ def _complaint(message: EmailMessage) -> Report:
             continue
         found = [_bare(value) for value in fields.get("original-rcpt-to", []) + fields.get("removal-recipient", [])]
         for address in dict.fromkeys(found) or [""]:
-            recipients.append(RecipientReport(address, Outcome.COMPLAINT, feedback_type=feedback_type))
+            recipients.append(RecipientReport(address, ReportedOutcome.COMPLAINT, feedback_type=feedback_type))
     if not recipients and not reports:  # declared a feedback report but carries no report part
-        recipients = [RecipientReport("", Outcome.COMPLAINT, feedback_type="abuse")]
+        recipients = [RecipientReport("", ReportedOutcome.COMPLAINT, feedback_type="abuse")]
     if not recipients:
         return NOT_A_REPORT
     if all(not recipient.address for recipient in recipients):
@@ -342,12 +347,12 @@ def _vendor_complaint(message: EmailMessage) -> Report | None:
     embedded = _embedded_message(message)
     if embedded is not None and embedded.get("X-HmXmrOriginalRecipient"):
         address = _bare(header(embedded, "X-HmXmrOriginalRecipient"))
-        complaint = RecipientReport(address, Outcome.COMPLAINT, feedback_type="abuse")
+        complaint = RecipientReport(address, ReportedOutcome.COMPLAINT, feedback_type="abuse")
         return Report([complaint], _original_message_id(message))
     if header(message, "X-Apple-Unsubscribe").lower() == "true":
         to = addresses(message, "To")
         address = to[0] if len(to) == 1 else ""
-        return Report([RecipientReport(address, Outcome.COMPLAINT, feedback_type="opt-out")])
+        return Report([RecipientReport(address, ReportedOutcome.COMPLAINT, feedback_type="opt-out")])
     return None
 
 
@@ -369,7 +374,7 @@ def _ses_notification(message: EmailMessage) -> Report | None:
         for entry in bounce.get("bouncedRecipients") or []:
             if isinstance(entry, dict):
                 status = _status_in(str(entry.get("status", "")))
-                outcome = Outcome.BOUNCE if permanent else Outcome.SOFT_BOUNCE
+                outcome = ReportedOutcome.BOUNCE if permanent else ReportedOutcome.SOFT_BOUNCE
                 recipients.append(
                     RecipientReport(
                         _bare(str(entry.get("emailAddress", ""))),
@@ -384,7 +389,7 @@ def _ses_notification(message: EmailMessage) -> Report | None:
         for entry in complaint.get("complainedRecipients") or []:
             if isinstance(entry, dict):
                 address = _bare(str(entry.get("emailAddress", "")))
-                recipients.append(RecipientReport(address, Outcome.COMPLAINT, feedback_type=feedback_type))
+                recipients.append(RecipientReport(address, ReportedOutcome.COMPLAINT, feedback_type=feedback_type))
     return Report(recipients) if recipients else NOT_A_REPORT
 
 
@@ -477,7 +482,7 @@ def _addresses_by_line(notice: str, ours: set[str], find: Callable[[str], str]) 
     return [(address, "\n".join(lines)) for address, lines in found.items()]
 
 
-def _plain_text_outcome(notice: str, evidence: str) -> tuple[Outcome, str]:
+def _plain_text_outcome(notice: str, evidence: str) -> tuple[ReportedOutcome, str]:
     """The outcome a plain-text notice gives one recipient: its status code first, then the words."""
     status = _status_in(_first_match_line(_ENHANCED_STATUS, evidence)) or _status_in(
         _first_match_line(_ENHANCED_STATUS, notice)
@@ -486,12 +491,12 @@ def _plain_text_outcome(notice: str, evidence: str) -> tuple[Outcome, str]:
     code = status[:1] or (reply.group(1)[:1] if reply else "")
     still_trying = _DELAY_WORDS.search(notice) and not _PERMANENT_WORDS.search(notice)
     if code == "5":
-        return Outcome.BOUNCE, status
+        return ReportedOutcome.BOUNCE, status
     if still_trying:
-        return Outcome.DELAY, status
+        return ReportedOutcome.DELAY, status
     if code == "4" or _SOFT_WORDS.search(evidence) or _SOFT_WORDS.search(notice):
-        return Outcome.SOFT_BOUNCE, status
-    return Outcome.BOUNCE, status
+        return ReportedOutcome.SOFT_BOUNCE, status
+    return ReportedOutcome.BOUNCE, status
 
 
 def _first_match_line(pattern: re.Pattern[str], text: str) -> str:
@@ -530,9 +535,9 @@ def _plain_text_bounce(message: EmailMessage) -> Report:
         to = addresses(embedded, "To", "Cc") if embedded is not None else []
         named = [(to[0] if len(to) == 1 else "", notice)]
     recipients = []
-    for address, evidence in named:
-        outcome, status = _plain_text_outcome(notice, evidence)
-        diagnostic_line = _first_match_line(_ENHANCED_STATUS, evidence) or _first_match_line(_SMTP_REPLY, evidence)
+    for address, said in named:
+        outcome, status = _plain_text_outcome(notice, said)
+        diagnostic_line = _first_match_line(_ENHANCED_STATUS, said) or _first_match_line(_SMTP_REPLY, said)
         recipients.append(RecipientReport(address, outcome, status, diagnostic_line.strip()[:HEADER_LIMIT]))
     return Report(recipients, _original_message_id(message)) if recipients else NOT_A_REPORT
 

@@ -126,7 +126,9 @@ class InboundSMTP(SMTP):
     async def smtp_DATA(self, arg: str) -> None:  # noqa: N802 - the aiosmtpd command name
         if await self.check_helo_needed() or await self.check_auth_needed("DATA"):
             return
-        if not self.envelope.rcpt_tos:
+        envelope = self.envelope
+        assert envelope is not None  # aiosmtpd sets it at HELO, which check_helo_needed required
+        if not envelope.rcpt_tos:
             await self.push("503 Error: need RCPT command")
             return
         if arg:
@@ -139,7 +141,7 @@ class InboundSMTP(SMTP):
                 self._set_post_data_state()
                 await self.push("552 5.3.4 Error: too much mail data")
                 return
-            self.envelope.content = self.envelope.original_content = content
+            envelope.content = envelope.original_content = content
             status = await self._call_handler_hook("DATA")
             self._set_post_data_state()
             await self.push("250 OK" if status is MISSING else status)

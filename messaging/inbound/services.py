@@ -26,17 +26,16 @@ from datetime import timedelta
 from email.message import Message as EmailMessage
 from enum import StrEnum
 
-import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from domains.models import Domain
 from domains.safeguards import safeguard_check
 from mailservice.mailbox import InvalidAddress, canonical_domain, parse_address
+from messaging import sql
 from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
-from messaging.inbound.reports import NOT_A_REPORT, Outcome, RecipientReport, Report, classify_message
-from messaging.inserts import insert_fields, insert_values
+from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
 from messaging.models import Direction, EventType, Message, MessageEvent, Status, Suppression, SuppressionReason
 from messaging.suppressions import suppression_add
 from messaging.verp import UNSIGNED_GRACE, VERP_PREFIX, VerpId, verp_parse
@@ -170,12 +169,12 @@ def _store_on_verified_domains(
     this moment; the names of those domains. Atomic: all of them are stored, or none."""
     if not by_domain:
         return set()
-    if connection.vendor == "postgresql":
+    if sql.available():
         messages = {
             name: _received_message(recipients=addresses, envelope_from=envelope_from, parsed=parsed, raw=raw)
             for name, addresses in by_domain.items()
         }
-        return _store_in_one_statement(messages, detail=_received_detail(envelope_from, parsed))
+        return sql.inbound_store_in_one_statement(messages, detail=_received_detail(envelope_from, parsed))
     with transaction.atomic():
         domains = list(Domain.objects.filter(name__in=by_domain, verified=True))
         for domain in domains:
@@ -183,42 +182,6 @@ def _store_on_verified_domains(
                 domain=domain, recipients=by_domain[domain.name], envelope_from=envelope_from, parsed=parsed, raw=raw
             )
     return {domain.name for domain in domains}
-
-
-def _store_in_one_statement(messages: dict[str, Message], *, detail: str) -> set[str]:
-    """_store_on_verified_domains as one statement on PostgreSQL: the domain check and the INSERTs of the
-    messages and of their events in a data-modifying CTE, atomic on its own, so one round trip instead of
-    five (the domain query, BEGIN, two INSERTs, COMMIT). The messages differ only in public id and recipients."""
-    quote = connection.ops.quote_name
-    per_row = [Message._meta.get_field("public_id"), Message._meta.get_field("to")]
-    # Every other column Django would insert, with the value it would (defaults and auto_now included).
-    shared = insert_fields(Message, exclude=frozenset({"domain", "public_id", "to"}))
-    shared_values = insert_values(next(iter(messages.values())), shared)
-    rows = [[name, *insert_values(message, per_row)] for name, message in messages.items()]
-    columns = ", ".join(quote(field.column) for field in [Message._meta.get_field("domain"), *per_row, *shared])
-    now = timezone.now()
-    # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
-    sql = (
-        f"WITH recipient (domain_name, public_id, addresses) AS (VALUES {', '.join(['(%s, %s, %s)'] * len(rows))}), "  # noqa: S608
-        f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({columns}) "
-        f"SELECT domain.id, recipient.public_id, recipient.addresses, {', '.join(['%s'] * len(shared))} "
-        f"FROM recipient JOIN {quote(Domain._meta.db_table)} AS domain "
-        "ON domain.name = recipient.domain_name AND domain.verified RETURNING id, public_id), "
-        f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
-        '("message_id", "type", "recipient", "detail", "created_at", "updated_at") '
-        "SELECT message.id, %s, '', %s, %s, %s FROM message) "
-        "SELECT public_id FROM message"
-    )
-    params = [value for row in rows for value in row] + shared_values + [EventType.RECEIVED, detail, now, now]
-    # A server-side binding cursor on Django's connection: the raw source travels as a binary
-    # parameter. Django's client-side binding would first spell it out as hex inside the query
-    # text, six times the message's size in memory (a 20 MiB message peaked at 123 MiB).
-    connection.close_if_health_check_failed()  # what connection.cursor() would do first
-    connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params)
-        stored = {public_id for (public_id,) in cursor.fetchall()}
-    return {name for name, message in messages.items() if message.public_id in stored}
 
 
 def _reported_message(*, verp: VerpId, original_message_id: str) -> Message | None:
@@ -270,12 +233,15 @@ def _affected_recipient(recipients: list[str], reported: str) -> str | None:
 
 
 _EVENT = {
-    Outcome.BOUNCE: EventType.BOUNCED,
-    Outcome.SOFT_BOUNCE: EventType.SOFT_BOUNCED,
-    Outcome.DELAY: EventType.DELAYED,
-    Outcome.COMPLAINT: EventType.COMPLAINED,
+    ReportedOutcome.BOUNCE: EventType.BOUNCED,
+    ReportedOutcome.SOFT_BOUNCE: EventType.SOFT_BOUNCED,
+    ReportedOutcome.DELAY: EventType.DELAYED,
+    ReportedOutcome.COMPLAINT: EventType.COMPLAINED,
 }
-_SUPPRESSION_REASON = {Outcome.BOUNCE: SuppressionReason.BOUNCE, Outcome.COMPLAINT: SuppressionReason.COMPLAINT}
+_SUPPRESSION_REASON = {
+    ReportedOutcome.BOUNCE: SuppressionReason.BOUNCE,
+    ReportedOutcome.COMPLAINT: SuppressionReason.COMPLAINT,
+}
 # Recipient events meaning the recipient did not get the message.
 _UNDELIVERED = {EventType.BOUNCED, EventType.RECIPIENT_REJECTED, EventType.SUPPRESSED}
 
@@ -302,7 +268,7 @@ def _apply(*, message: Message, address: str, recipient: RecipientReport) -> boo
             source_message=message,
             detail=recipient.detail,
         )
-    elif recipient.outcome == Outcome.SOFT_BOUNCE:
+    elif recipient.outcome == ReportedOutcome.SOFT_BOUNCE:
         _soft_bounce_streak(message=message, address=address, detail=recipient.detail)
     return True
 
@@ -316,7 +282,7 @@ def _soft_bounce_streak(*, message: Message, address: str, detail: str) -> None:
     listed = Suppression.objects.filter(domain=message.domain, address=address).first()
     if listed is not None and listed.expires_at is None:
         return  # already suppressed for good
-    if listed is not None:
+    if listed is not None and listed.expires_at is not None:
         since = max(since, listed.expires_at)
     streak = (
         MessageEvent.objects.filter(
@@ -391,7 +357,7 @@ def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, repo
             )
             continue
         changed |= _apply(message=message, address=address, recipient=recipient)
-    if changed and report.kind != Outcome.DELAY:
+    if changed and report.kind != ReportedOutcome.DELAY:
         _status_from_recipients(message)
         safeguard_check(domain=message.domain)
 

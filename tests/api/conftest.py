@@ -4,7 +4,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live import web_server
+from tests.harness import web_server
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import sys
 import httpx
 import pytest
 
-from tests.live import ROOT, child_env, web_server
+from tests.harness import ROOT, child_env, web_server
 
 pytestmark = pytest.mark.live
 

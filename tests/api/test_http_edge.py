@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import BIN, LOG_DIR, ROOT, _answers, child_env, free_port, wait_until, web_server
+from tests.harness import BIN, LOG_DIR, ROOT, _answers, child_env, free_port, wait_until, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

@@ -8,7 +8,7 @@ import pytest
 from django.core.cache import cache
 
 from tests.api.wire import assert_api_error, bearer
-from tests.live import web_server
+from tests.harness import web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

@@ -5,6 +5,9 @@ from messaging.models import EventType, Message, Status
 from tests.conftest import client_for
 from tests.factories import ApiKeyFactory
 
+# The accept path is run on both paths: the one statement (PostgreSQL) and its ORM twin.
+pytestmark = pytest.mark.usefixtures("sql_path")
+
 
 @pytest.mark.django_db
 def test_inline_send_stores_an_accepted_message(api, domain):

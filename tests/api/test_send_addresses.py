@@ -16,7 +16,7 @@ from messaging.dispatch import dispatch_batch
 from messaging.models import Message, Status, SuppressionReason
 from messaging.suppressions import suppression_add
 from tests.api.wire import assert_api_error, inline_body
-from tests.live import SmtpSink, free_port
+from tests.harness import SmtpSink, free_port
 
 pytestmark = pytest.mark.django_db
 

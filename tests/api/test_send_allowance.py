@@ -11,6 +11,9 @@ from messaging.models import EventType, Message, MessageEvent
 from tests.conftest import client_for
 from tests.factories import ApiKeyFactory
 
+# The allowance and pause checks are run on both paths: the one statement (PostgreSQL) and its ORM twin.
+pytestmark = pytest.mark.usefixtures("sql_path")
+
 SEND = {"from": "hello@acme.example.com", "to": "bob@example.org", "subject": "Hi", "text": "Hello"}
 
 

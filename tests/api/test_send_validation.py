@@ -321,3 +321,31 @@ def test_each_bad_address_of_a_list_is_named_by_its_position_alone(api):
         "to.3: Null characters are not allowed."
     )
     assert not Message.objects.exists()
+
+
+def test_an_unknown_field_named_body_is_named(api):
+    error = assert_api_error(_post(api, inline_body(body="Hello")), 400, "ValidationError")
+    assert error["message"] == "body: unknown field"
+
+
+def test_a_missing_subject_and_missing_content_are_both_named(api):
+    error = assert_api_error(_post(api, inline_body(subject=OMIT, text=OMIT)), 400, "ValidationError")
+    assert error["message"] == "subject: This field is required.; text: at least one of text, html is required"
+
+
+def test_every_missing_and_unknown_field_is_named_at_once(api):
+    body = inline_body(to=OMIT, subject=OMIT, text=OMIT, extra=1)
+    error = assert_api_error(_post(api, body), 400, "ValidationError")
+    for part in ("subject: ", "to: at least one of to, cc, bcc", "text: at least one of text, html", "extra: unknown"):
+        assert part in error["message"], error["message"]
+
+
+def test_a_nested_error_carries_its_path(api, template):
+    body = template_body({"id": "welcome", "variables": {"name": 5.5, "bad name": 1}, "extra": 1})
+    error = assert_api_error(_post(api, body), 400, "ValidationError")
+    assert "template.variables: " in error["message"] and "template.extra: unknown field" in error["message"]
+
+
+def test_a_nested_object_of_the_wrong_type_is_named_without_a_made_up_key(api):
+    error = assert_api_error(_post(api, template_body("welcome")), 400, "ValidationError")
+    assert error["message"].startswith("template: "), error["message"]

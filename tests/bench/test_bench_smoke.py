@@ -7,7 +7,7 @@ import sys
 import pytest
 from django.db import connection
 
-from tests.live import ROOT
+from tests.harness import ROOT
 
 pytestmark = pytest.mark.live
 

@@ -14,8 +14,9 @@ import pytest
 
 from domains.services import sending_pause
 from messaging.models import Message
+from tests.clients.outage import unreachable_database_url
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import ROOT, web_server
+from tests.harness import ROOT, web_server
 
 JS = ROOT / "clients" / "js"
 STYLES = 5  # native, sesv2, postmark, resend, sendgrid
@@ -50,7 +51,7 @@ def test_every_js_style_against_a_real_server():
     paused_key = ApiKeyFactory(domain=paused_domain)
     sending_pause(domain=paused_domain, actor="test", reason="live test of the paused error")
 
-    with web_server() as base_url:
+    with web_server() as base_url, web_server(DATABASE_URL=unreachable_database_url()) as down_url:
         output = run_node(
             "test/live.test.mjs",
             env={
@@ -59,10 +60,11 @@ def test_every_js_style_against_a_real_server():
                 "LIVE_DOMAIN": domain.name,
                 "LIVE_PAUSED_KEY": paused_key.secret,
                 "LIVE_PAUSED_DOMAIN": paused_domain.name,
+                "LIVE_DOWN_BASE_URL": down_url,
             },
         )
 
-    assert count("pass", output) == 2 * STYLES + 1
+    assert count("pass", output) == 2 * STYLES + 2
     assert count("skipped", output) == 0
     # The Message resource has no cc; the stored rows show each style carried it through.
     sent = Message.objects.filter(domain=domain)

@@ -14,14 +14,16 @@ from mailservice_client import (
     AuthenticationError,
     BadRequestError,
     ConfigurationError,
+    InternalServerError,
     MailService,
     MailServiceConnectionError,
     MailServiceError,
+    MethodNotAllowedError,
     NotFoundError,
     PermissionDeniedError,
     RateLimitError,
     RequestTooLargeError,
-    SendingPausedError,
+    ServiceUnavailableError,
     ValidationError,
 )
 from mailservice_client.compat import boto3, postmark, resend, sendgrid
@@ -103,7 +105,7 @@ def test_compat_styles_validate_before_any_request(monkeypatch):
         with pytest.raises(ValidationError, match="idempotency_key"):
             resend.Emails.send(VALID, {"idempotency_key": "k"})
         with pytest.raises(ValidationError, match="helper objects"):
-            sendgrid.SendGridAPIClient("key", host=base_url).send(object())  # type: ignore[arg-type]
+            sendgrid.SendGridAPIClient("key", host=base_url).send(object())  # type: ignore[arg-type]  # the wrong type on purpose
         with pytest.raises(ValidationError, match="EmailTags"):
             boto3.client("sesv2", endpoint_url=base_url, api_key="key").send_email(EmailTags=[])
     assert connections == []
@@ -137,11 +139,13 @@ def test_only_the_sesv2_service_is_provided():
         (404, NotFoundError),
         (413, RequestTooLargeError),
         (429, RateLimitError),
-        (503, SendingPausedError),
-        (500, MailServiceError),
+        (405, MethodNotAllowedError),
+        (500, InternalServerError),
+        (503, ServiceUnavailableError),
+        (418, MailServiceError),
     ],
 )
-def test_an_api_error_envelope_becomes_the_error_of_its_status(status, error_class):
+def test_an_envelope_with_an_unknown_code_becomes_the_error_of_its_status(status, error_class):
     body = b'{"error": {"code": "SomeCode", "message": "what happened", "request_id": "req_1"}}'
     error = error_from_response(status, {"X-Request-Id": "req_1", "Retry-After": "7"}, body)
     assert type(error) is error_class
@@ -151,7 +155,12 @@ def test_an_api_error_envelope_becomes_the_error_of_its_status(status, error_cla
 
 def test_a_body_without_the_envelope_still_gives_status_and_request_id():
     error = error_from_response(502, {"x-request-id": "req_2"}, b"<html>Bad gateway</html>")
-    assert (type(error), error.code, error.status, error.request_id) == (MailServiceError, "Http502", 502, "req_2")
+    assert (type(error), error.code, error.status, error.request_id) == (
+        ServiceUnavailableError,
+        "Http502",
+        502,
+        "req_2",
+    )
 
 
 @pytest.mark.parametrize(("header", "expected"), [("12", 12), ("soon", None), (None, None)])

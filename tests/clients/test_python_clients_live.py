@@ -6,13 +6,21 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from mailservice_client import AsyncMailService, MailService, MailServiceError, NotFoundError
+from mailservice_client import (
+    AsyncMailService,
+    MailService,
+    MailServiceError,
+    NotFoundError,
+    SendingPausedError,
+    ServiceUnavailableError,
+)
 from mailservice_client.compat import boto3, postmark, resend, sendgrid
 
 from domains.services import sending_pause
 from messaging.models import Message
+from tests.clients.outage import unreachable_database_url
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import web_server
+from tests.harness import web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -200,3 +208,18 @@ def test_clients_read_the_key_and_base_url_from_the_environment(base_url, key, m
     )["MessageId"]
 
     assert Message.objects.filter(public_id__in=[native_id, resend_id, boto3_id]).count() == 3
+
+
+def test_a_database_outage_is_not_a_paused_domain(base_url, key):
+    """Both are 503s; the code tells them apart, so each reaches the caller as its own class."""
+    sending_pause(domain=None, actor="test", reason="live test of the paused error")
+    with MailService(api_key=key, base_url=base_url) as client, pytest.raises(SendingPausedError):
+        client.send({"from": FROM, "to": TO, "subject": "paused", "text": "x"})
+
+    with web_server(DATABASE_URL=unreachable_database_url()) as down_url:
+        client = MailService(api_key=key, base_url=down_url)
+        with client, pytest.raises(ServiceUnavailableError) as raised:
+            client.send({"from": FROM, "to": TO, "subject": "outage", "text": "x"})
+    error = raised.value
+    assert not isinstance(error, SendingPausedError)
+    assert (error.code, error.status) == ("ServiceUnavailable", 503) and error.request_id

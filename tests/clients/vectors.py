@@ -3,7 +3,7 @@
 import json
 from typing import Any
 
-from tests.live import ROOT
+from tests.harness import ROOT
 
 VECTORS_FILE = ROOT / "clients" / "test-vectors.json"
 

@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from tests.factories import DomainFactory, TemplateFactory, TemplateVersionFactory
-from tests.live import BIN, ROOT, child_env, web_server
+from tests.harness import BIN, ROOT, child_env, web_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ from django.urls import reverse
 from mailservice.console import sandboxed_html
 from tests.console.test_browser import CHROMIUM, browser_page, create_superuser, log_in  # noqa: F401 - a fixture
 from tests.factories import MessageFactory, TemplateVersionFactory
-from tests.live import wait_until, web_server
+from tests.harness import wait_until, web_server
 
 
 def _remote_html(origin: str) -> str:

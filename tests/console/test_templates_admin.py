@@ -43,7 +43,7 @@ def test_a_new_version_is_numbered_after_the_last_and_starts_as_a_draft(operator
 def test_a_version_needs_text_or_html(operator, template):
     response = operator.post(f"{VERSIONS}add/", {"template": template.pk, "subject": "Hi", "text": "", "html": ""})
 
-    assert response.status_code == 200 and b"A version needs text or HTML" in response.content
+    assert response.status_code == 200 and b"A template version needs text or html" in response.content
     assert not TemplateVersion.objects.exists()
 
 

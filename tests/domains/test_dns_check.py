@@ -6,10 +6,10 @@ import time
 import pytest
 from django.core.management import CommandError, call_command
 
-from domains.dns import DNS_CHECK_ACTOR, Outcome, Purpose, dns_records, domain_check_dns
+from domains.dns import DNS_CHECK_ACTOR, DnsOutcome, Purpose, dns_records, domain_check_dns
 from tests.dns_server import dns_server, unanswering_dns_server
 from tests.factories import DomainFactory, _shared_dkim_key_pair
-from tests.live import BIN, ROOT, child_env
+from tests.harness import BIN, ROOT, child_env
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +43,7 @@ def publish_all(zone, domain) -> None:
             zone.publish_mx(record.name, record.value.split()[1])
 
 
-def outcomes(result) -> dict[Purpose, Outcome]:
+def outcomes(result) -> dict[Purpose, DnsOutcome]:
     return {check.record.purpose: check.outcome for check in result.checks}
 
 
@@ -73,7 +73,7 @@ def test_without_a_return_path_domain_bounces_come_back_to_the_sending_domain(dn
 def test_nothing_published_is_missing_everywhere_and_leaves_the_domain_unverified(zone, unverified):
     result = domain_check_dns(domain=unverified)
 
-    assert set(outcomes(result).values()) == {Outcome.MISSING}
+    assert set(outcomes(result).values()) == {DnsOutcome.MISSING}
     unverified.refresh_from_db()
     assert not unverified.verified and not result.verified_now
 
@@ -83,7 +83,7 @@ def test_every_record_published_is_found_and_verifies_the_domain(zone, unverifie
 
     result = domain_check_dns(domain=unverified)
 
-    assert set(outcomes(result).values()) == {Outcome.FOUND}
+    assert set(outcomes(result).values()) == {DnsOutcome.FOUND}
     assert result.verified_now
     unverified.refresh_from_db()
     assert (unverified.verified, unverified.verified_by) == (True, DNS_CHECK_ACTOR)
@@ -99,7 +99,7 @@ def test_wrong_values_are_reported_with_what_is_published(zone, unverified):
 
     result = domain_check_dns(domain=unverified)
 
-    assert set(outcomes(result).values()) == {Outcome.WRONG}
+    assert set(outcomes(result).values()) == {DnsOutcome.WRONG}
     verification = result.checks[0]
     assert verification.seen == ("mailservice-verification=not-the-token",)
     unverified.refresh_from_db()
@@ -109,7 +109,7 @@ def test_wrong_values_are_reported_with_what_is_published(zone, unverified):
 def test_an_unrelated_txt_record_at_the_name_counts_as_missing(zone, unverified):
     zone.publish_txt("fresh.example.com", "google-site-verification=unrelated")
 
-    assert outcomes(domain_check_dns(domain=unverified))[Purpose.SPF] is Outcome.MISSING
+    assert outcomes(domain_check_dns(domain=unverified))[Purpose.SPF] is DnsOutcome.MISSING
 
 
 def test_the_verification_record_alone_verifies(zone, unverified):
@@ -117,8 +117,8 @@ def test_the_verification_record_alone_verifies(zone, unverified):
 
     result = domain_check_dns(domain=unverified)
 
-    assert outcomes(result)[Purpose.VERIFICATION] is Outcome.FOUND
-    assert outcomes(result)[Purpose.DKIM] is Outcome.MISSING
+    assert outcomes(result)[Purpose.VERIFICATION] is DnsOutcome.FOUND
+    assert outcomes(result)[Purpose.DKIM] is DnsOutcome.MISSING
     unverified.refresh_from_db()
     assert unverified.verified
 
@@ -130,7 +130,7 @@ def test_a_resolver_that_never_answers_times_out_per_record(dns_settings, unveri
         result = domain_check_dns(domain=unverified)
         elapsed = time.monotonic() - started
 
-    assert set(outcomes(result).values()) == {Outcome.UNANSWERED}
+    assert set(outcomes(result).values()) == {DnsOutcome.UNANSWERED}
     assert elapsed < 4 * 0.5 + 1.5  # four records, each bounded by the 0.5 s timeout
     unverified.refresh_from_db()
     assert not unverified.verified

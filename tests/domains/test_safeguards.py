@@ -70,21 +70,21 @@ def test_the_window_is_the_most_recent_sends(domain, settings):
     settings.MAILSERVICE_SAFEGUARD_WINDOW_SENDS = 100
     sends(domain, 10, Status.BOUNCED, age=timedelta(hours=1))  # older than the last 100 sends
     sends(domain, 100)
-    assert sending_health(domain=domain).bounces == 0
+    assert sending_health(domain=domain).bounced == 0
     assert safeguard_check(domain=domain) is False
 
 
 def test_the_window_ends_after_the_configured_hours(domain):
     sends(domain, 30, Status.BOUNCED, age=timedelta(hours=25))
     sends(domain, 100)
-    assert (sending_health(domain=domain).sends, safeguard_check(domain=domain)) == (100, False)
+    assert (sending_health(domain=domain).sent, safeguard_check(domain=domain)) == (100, False)
 
 
 def test_received_mail_and_other_domains_do_not_count(domain):
     sends(DomainFactory(), 30, Status.BOUNCED)
     MessageFactory.create_batch(30, domain=domain, direction=Direction.RECEIVED, status=Status.RECEIVED)
     sends(domain, 100)
-    assert sending_health(domain=domain).sends == 100
+    assert sending_health(domain=domain).sent == 100
     assert safeguard_check(domain=domain) is False
 
 

@@ -21,8 +21,8 @@ from messaging.inbound.reports import classify
 from messaging.inbound.services import inbound_deliver, inbound_parse
 from messaging.models import Direction, EventType, Message
 from tests.factories import MessageFactory
+from tests.harness import child_server, serves_smtp
 from tests.inbound.mail import RETURN_PATH_DOMAIN, verp_address
-from tests.live import child_server, serves_smtp
 
 MIB = 1024 * 1024
 LINE_BREAKS_BOUNCE = (

@@ -14,8 +14,8 @@ from domains.models import Domain
 from messaging.inbound.server import CONNECTION_CHECK_SECONDS
 from messaging.models import EventType, Message, Status, Suppression
 from tests.factories import DomainFactory, MessageFactory
+from tests.harness import current_database_url, inbound_smtp_server, web_server
 from tests.inbound.mail import RETURN_PATH_DOMAIN, arf, dsn, plain_mail, verp_address, wire_bytes
-from tests.live import current_database_url, inbound_smtp_server, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

@@ -95,6 +95,7 @@ def test_recipient_routes(domain, address, kind):
     assert recipient_route(address=address).kind == kind
 
 
+@pytest.mark.usefixtures("sql_path")
 def test_one_message_per_recipient_domain_each_listing_only_its_own_recipients(domain):
     other = DomainFactory(name="other.example.net")
     recipients = ["a@acme.example.com", "b@acme.example.com", "c@other.example.net"]
@@ -113,6 +114,7 @@ def test_one_message_per_recipient_domain_each_listing_only_its_own_recipients(d
         assert list(message.events.values_list("type", flat=True)) == [EventType.RECEIVED]
 
 
+@pytest.mark.usefixtures("sql_path")
 def test_mail_is_stored_only_for_domains_verified_when_it_is_stored(domain):
     DomainFactory(name="unverified.example.com", verified=False)
     recipients = ["a@acme.example.com", "b@unverified.example.com", "c@elsewhere.example"]
@@ -123,6 +125,7 @@ def test_mail_is_stored_only_for_domains_verified_when_it_is_stored(domain):
     assert [(m.domain, m.to) for m in Message.objects.all()] == [(domain, ["a@acme.example.com"])]
 
 
+@pytest.mark.usefixtures("sql_path")
 def test_received_mail_has_the_model_defaults_in_every_column_it_does_not_set(domain):
     inbound_deliver(envelope_from="sender@example.org", recipients=["a@acme.example.com"], raw=MULTIPART)
 

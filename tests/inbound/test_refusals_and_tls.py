@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from mailservice.tls import server_tls_context
 from messaging.models import Message
-from tests.live import ROOT, child_env, child_server, serves_smtp
+from tests.harness import ROOT, child_env, child_server, serves_smtp
 
 INBOUND = [sys.executable, "manage.py", "run_inbound_smtp", "--host", "127.0.0.1", "--port", "{port}"]
 DEEP_MIME = b"From: a@example.org\r\nTo: help@acme.example.com\r\nSubject: deep\r\n" + b"".join(

@@ -12,12 +12,12 @@ from functools import cache
 from pathlib import Path
 
 from messaging.inbound.parsing import addresses, parse_bytes, part_text
-from messaging.inbound.reports import Outcome, Report, classify
+from messaging.inbound.reports import Report, ReportedOutcome, classify
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "bounces" / "sisimai"
 # Rows read differently, with the reason (CORRECTIONS.md beside the table).
 CORRECTED_PERM = {"lhost-sendmail-56.eml": "permanent"}
-FAILURES = {Outcome.BOUNCE, Outcome.SOFT_BOUNCE, Outcome.DELAY}
+FAILURES = {ReportedOutcome.BOUNCE, ReportedOutcome.SOFT_BOUNCE, ReportedOutcome.DELAY}
 _ENCODED_WORD = re.compile(r"=\?utf-8\?b\?([^?]{0,400})\?=", re.IGNORECASE)
 
 
@@ -95,7 +95,7 @@ def test_no_non_report_is_taken_as_a_bounce():
         case.file
         for case in cases()
         if case.kind == "none"
-        and any(r.outcome in {Outcome.BOUNCE, Outcome.SOFT_BOUNCE} for r in case.report.recipients)
+        and any(r.outcome in {ReportedOutcome.BOUNCE, ReportedOutcome.SOFT_BOUNCE} for r in case.report.recipients)
     ]
     assert taken == []
 
@@ -104,7 +104,7 @@ def test_no_temporary_only_failure_is_taken_as_a_hard_bounce():
     hard = [
         case.file
         for case in bounces()
-        if case.perm == "temporary" and any(r.outcome == Outcome.BOUNCE for r in case.report.recipients)
+        if case.perm == "temporary" and any(r.outcome == ReportedOutcome.BOUNCE for r in case.report.recipients)
     ]
     assert hard == []
 

@@ -19,7 +19,7 @@ from domains.services import FIRST_DKIM_SELECTOR, dkim_activate, dkim_rotate
 from messaging.models import EventType, Message, MessageEvent, SuppressionReason
 from messaging.suppressions import suppression_add
 from tests.factories import ApiKeyFactory, DomainFactory, dkim_dnsfunc
-from tests.live import (
+from tests.harness import (
     FAST_DISPATCH,
     CeleryWorker,
     celery_worker,

@@ -21,7 +21,7 @@ from messaging.dispatch import dispatch_batch
 from messaging.models import Message, Status
 from messaging.transports import RelayConfig
 from tests.factories import MessageFactory
-from tests.live import SmtpSink, free_port
+from tests.harness import SmtpSink, free_port
 
 pytestmark = pytest.mark.django_db
 

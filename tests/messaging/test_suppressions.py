@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from messaging.models import Suppression, SuppressionReason
 from messaging.suppressions import suppression_add
 from tests.factories import MessageFactory
-from tests.live import ROOT, child_env
+from tests.harness import ROOT, child_env
 
 
 def run(*args: str) -> str:

@@ -10,16 +10,14 @@ from messaging.dispatch import dispatch_batch
 from messaging.models import Message, Status
 from messaging.transports import RelayConfig
 from tests.factories import MessageFactory
-from tests.live import smtp_sink
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def sink(settings):
-    with smtp_sink() as sink:
-        settings.EMAIL_URL = sink.url
-        yield sink
+def sink(settings, live_sink):
+    settings.EMAIL_URL = live_sink.url
+    return live_sink
 
 
 def due_messages(count: int) -> list[Message]:

@@ -22,7 +22,7 @@ from django_ratelimit.core import get_usage
 from mailservice.api.middleware import _client_ip_key
 from messaging.models import Message, Status
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.live import FAST_DISPATCH, CeleryWorker, SmtpSink, celery_worker, smtp_sink, wait_until, web_server
+from tests.harness import FAST_DISPATCH, CeleryWorker, SmtpSink, celery_worker, smtp_sink, wait_until, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

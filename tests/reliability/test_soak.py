@@ -5,12 +5,11 @@ from pytest-django; it runs as a separate process because it configures Django f
 """
 
 import os
-import subprocess
 import sys
 
 import pytest
 
-from tests.live import ROOT
+from tests.harness import ChildProcess
 
 pytestmark = [pytest.mark.live, pytest.mark.soak]
 
@@ -22,23 +21,15 @@ def test_nothing_is_lost_or_duplicated_while_workers_redis_postgres_the_relay_an
     env.pop("DATABASE_URL", None)
     env.pop("REDIS_URL", None)  # never the shared services: the soak starts and restarts its own
 
-    soak = subprocess.Popen(
-        [sys.executable, "bench/soak.py", "--seconds", seconds, "--interval", "7", "--output", str(summary)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        stdout, stderr = soak.communicate(timeout=float(seconds) + 240)
-    except subprocess.TimeoutExpired:
-        soak.terminate()  # not kill: the soak stops its private servers on SIGTERM
-        stdout, stderr = soak.communicate(timeout=60)
-        pytest.fail(f"the soak did not finish in time: {stderr[-3000:]}")
+    command = [sys.executable, "bench/soak.py", "--seconds", seconds, "--interval", "7", "--output", str(summary)]
+    soak = ChildProcess(command, name="soak", env=env, wait_on_start=False)
+    with soak:
+        status = soak.wait(timeout=float(seconds) + 240)
+        # Leaving the block stops it (SIGTERM, not kill: the soak stops its private servers on SIGTERM).
+    assert status is not None, f"the soak did not finish in time:\n{soak.log_tail(60)}"
 
-    print(stdout[-6000:], stderr[-6000:])
-    assert soak.returncode == 0, summary.read_text() if summary.exists() else stderr[-3000:]
+    print(soak.log_tail(100))
+    assert status == 0, summary.read_text() if summary.exists() else soak.log_tail(60)
     text = summary.read_text()
     assert "Result: PASS" in text
     for event in ["SIGKILLed", "redis restarted", "postgresql restarted", "sink drops connections", "web 0 stopped"]:

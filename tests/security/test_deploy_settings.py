@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-from tests.live import ROOT, child_env
+from tests.harness import ROOT, child_env
 
 # The production environment the README documents (behind a TLS-terminating proxy).
 PRODUCTION_ENV = {

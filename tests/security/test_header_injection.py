@@ -11,7 +11,6 @@ import asyncio
 import email
 import email.policy
 import re
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,14 +18,12 @@ from typing import Any
 
 import httpx
 import pytest
+from mailservice_client import MailServiceError
+from mailservice_client.compat import boto3, postmark, resend, sendgrid
 
 from messaging.models import Message, Status
 from tests.factories import ApiKeyFactory, DomainFactory, TemplateFactory, TemplateVersionFactory
-from tests.live import FAST_DISPATCH, ROOT, SmtpSink, celery_worker, smtp_sink, wait_until, web_server
-
-sys.path.insert(0, str(ROOT / "clients" / "python"))  # as tests/clients/conftest.py: the working tree's client
-from mailservice_client import MailServiceError  # noqa: E402
-from mailservice_client.compat import boto3, postmark, resend, sendgrid  # noqa: E402
+from tests.harness import FAST_DISPATCH, SmtpSink, celery_worker, smtp_sink, wait_until, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 

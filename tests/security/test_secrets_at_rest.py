@@ -20,7 +20,7 @@ from messaging.dispatch import dispatch_batch
 from messaging.models import Message, Status
 from tests.conftest import client_for
 from tests.factories import ApiKeyFactory, DomainFactory, MessageFactory, _shared_dkim_key_pair, dkim_dnsfunc
-from tests.live import BIN, ROOT, child_env
+from tests.harness import BIN, ROOT, child_env
 
 
 def pg_dump() -> str:

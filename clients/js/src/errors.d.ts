@@ -19,15 +19,26 @@ export class ValidationError extends MailServiceError {
   readonly field: string;
   readonly reason: string;
 }
-export class ConfigurationError extends MailServiceError {}
-export class MailServiceConnectionError extends MailServiceError {}
+export class ConfigurationError extends MailServiceError {
+  constructor(message: string);
+}
+export class MailServiceConnectionError extends MailServiceError {
+  constructor(message: string, options?: { cause?: unknown });
+}
 export class BadRequestError extends MailServiceError {}
 export class AuthenticationError extends MailServiceError {}
 export class PermissionDeniedError extends MailServiceError {}
 export class NotFoundError extends MailServiceError {}
+export class MethodNotAllowedError extends MailServiceError {}
 export class RequestTooLargeError extends MailServiceError {}
+export class InternalServerError extends MailServiceError {}
+/** `SendingPaused` only: an operator or a safeguard paused sending. */
 export class SendingPausedError extends MailServiceError {}
+/** Every other 502, 503 or 504 (the database unreachable, a proxy without a backend). */
+export class ServiceUnavailableError extends MailServiceError {}
 export class RateLimitError extends MailServiceError {
   readonly retryAfter: number | null;
 }
+/** The class of an error response: by its `code` first, by its HTTP status second. */
+export function errorClass(code: string, status: number): typeof MailServiceError;
 export function errorFromResponse(status: number, headers: Record<string, string>, text: string): MailServiceError;

@@ -7,7 +7,15 @@ import { ConfigurationError, MailServiceConnectionError, MailServiceError, error
 export const VERSION = "0.1.0";
 const DEFAULT_TIMEOUT_MS = 30000;
 
-/** Explicit values first, then MAILSERVICE_API_KEY / MAILSERVICE_BASE_URL. */
+/**
+ * @typedef {{ apiKey: string, baseUrl: string, timeout: number }} Config
+ */
+
+/**
+ * Explicit values first, then MAILSERVICE_API_KEY / MAILSERVICE_BASE_URL.
+ * @param {import("./index.js").MailServiceOptions} [options]
+ * @returns {Config}
+ */
 export function resolveConfig({ apiKey, baseUrl, timeout } = {}) {
   const key = apiKey || process.env.MAILSERVICE_API_KEY;
   const url = baseUrl || process.env.MAILSERVICE_BASE_URL;
@@ -19,12 +27,20 @@ export function resolveConfig({ apiKey, baseUrl, timeout } = {}) {
   return { apiKey: key, baseUrl: url.replace(/\/+$/, ""), timeout: timeout ?? DEFAULT_TIMEOUT_MS };
 }
 
-/** One HTTP call; resolves `{ status, data, headers, requestId }` for 2xx, rejects with a MailServiceError. */
+/**
+ * One HTTP call; resolves `{ status, data, headers, requestId }` for 2xx, rejects with a MailServiceError.
+ * @param {Config} config
+ * @param {string} method
+ * @param {string} path
+ * @param {{ body?: unknown, query?: Record<string, unknown> }} [options]
+ * @returns {Promise<{ status: number, data: any, headers: Record<string, string>, requestId: string | null }>}
+ */
 export async function request(config, method, path, { body, query } = {}) {
   const url = new URL(config.baseUrl + path);
   for (const [name, value] of Object.entries(query ?? {})) {
     if (value !== undefined) url.searchParams.set(name, String(value));
   }
+  /** @type {Record<string, string>} */
   const headers = {
     Authorization: `Bearer ${config.apiKey}`,
     Accept: "application/json",
@@ -41,7 +57,8 @@ export async function request(config, method, path, { body, query } = {}) {
       signal: AbortSignal.timeout(config.timeout),
     });
     text = await response.text();
-  } catch (error) {
+  } catch (caught) {
+    const error = /** @type {Error & { cause?: Error }} */ (caught);
     const hint = method === "POST" ? " (the message may or may not have been accepted; it was not resent)" : "";
     throw new MailServiceConnectionError(`${error.name}: ${error.cause?.message ?? error.message}${hint}`, {
       cause: error,

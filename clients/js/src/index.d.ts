@@ -65,8 +65,8 @@ export interface MailServiceOptions {
 
 declare class Messages {
   list(options?: ListOptions): Promise<MessageList>;
-  /** Every page in turn, following `next_cursor`. */
-  pages(options?: Omit<ListOptions, "after">): AsyncGenerator<MessageList, void, undefined>;
+  /** Every message, fetching page after page (`limit` per request) by `next_cursor`. */
+  iter(options?: Omit<ListOptions, "after">): AsyncGenerator<Message, void, undefined>;
   get(id: string): Promise<Message>;
 }
 

@@ -7,6 +7,7 @@ import { checkSend, checkString } from "./validate.js";
 
 export * from "./errors.js";
 
+/** @param {import("./index.js").ListOptions} [options] */
 function listQuery({ limit, after, direction } = {}) {
   if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > 100)) {
     throw new ValidationError("limit", "must be an integer from 1 to 100");
@@ -21,28 +22,43 @@ function listQuery({ limit, after, direction } = {}) {
 }
 
 class Messages {
+  /** @type {import("./http.js").Config} */
   #config;
 
+  /** @param {import("./http.js").Config} config */
   constructor(config) {
     this.#config = config;
   }
 
-  /** One page: `{ data, has_more, next_cursor }`. */
+  /**
+   * One page: `{ data, has_more, next_cursor }`.
+   * @param {import("./index.js").ListOptions} [options]
+   * @returns {Promise<import("./index.js").MessageList>}
+   */
   async list(options = {}) {
     return (await request(this.#config, "GET", "/v1/messages", { query: listQuery(options) })).data;
   }
 
-  /** Every page in turn, following `next_cursor`: `for await (const page of client.messages.pages())`. */
-  async *pages({ limit, direction } = {}) {
+  /**
+   * Every message, newest first, fetching page after page (`limit` per request) by `next_cursor`:
+   * `for await (const message of client.messages.iter())`. The Python client's `messages.iter` is the same.
+   * @param {Omit<import("./index.js").ListOptions, "after">} [options]
+   */
+  async *iter({ limit, direction } = {}) {
+    /** @type {string | undefined} */
     let after;
     for (;;) {
       const page = await this.list({ limit, after, direction });
-      yield page;
-      after = page.next_cursor;
+      yield* page.data;
+      after = page.next_cursor ?? undefined;
       if (!page.has_more || !after) return;
     }
   }
 
+  /**
+   * @param {string} id
+   * @returns {Promise<import("./index.js").Message>}
+   */
   async get(id) {
     checkString(id, "id", { maxLength: 256, allowBlank: false });
     return (await request(this.#config, "GET", `/v1/messages/${encodeURIComponent(id)}`)).data;
@@ -50,14 +66,20 @@ class Messages {
 }
 
 export class MailService {
+  /** @type {import("./http.js").Config} */
   #config;
 
+  /** @param {import("./index.js").MailServiceOptions} [options] */
   constructor({ apiKey, baseUrl, timeout } = {}) {
     this.#config = resolveConfig({ apiKey, baseUrl, timeout });
     this.messages = new Messages(this.#config);
   }
 
-  /** Send one message; `params` are the wire fields (`from`, `to`, `subject`, `text`, `template`, ...). */
+  /**
+   * Send one message; `params` are the wire fields (`from`, `to`, `subject`, `text`, `template`, ...).
+   * @param {import("./index.js").SendParams} params
+   * @returns {Promise<import("./index.js").SendResult>}
+   */
   async send(params) {
     return (await request(this.#config, "POST", "/v1/send", { body: checkSend(params) })).data;
   }

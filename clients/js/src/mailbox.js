@@ -12,19 +12,24 @@ const ADDRESS = `${ATOM}+@(?=${ATOM}*\\.)${ATOM}+`;
 const BARE = new RegExp(`^${ADDRESS}$`, "u");
 const WITH_DISPLAY = new RegExp(`^[^\\x00<>\\r\\n]+ <${ADDRESS}>$`, "u");
 
-/** The length of a string in code points (what the server counts). */
+/**
+ * The length of a string in code points (what the server counts).
+ * @param {string} value
+ */
 export function codePoints(value) {
   let count = 0;
   for (const _ of value) count += 1;
   return count;
 }
 
+/** @param {string} value */
 export function isMailbox(value) {
   const length = codePoints(value);
   if (length < MIN_LENGTH || length > MAX_LENGTH) return false;
   return BARE.test(value) || WITH_DISPLAY.test(value);
 }
 
+/** @param {string} value */
 export function isBareAddress(value) {
   return BARE.test(value);
 }
@@ -41,7 +46,11 @@ const LDH_HOST = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]
 const INVISIBLE = /[\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Cs}\p{Zl}\p{Zp}]/u;
 const ASCII = /^[\x00-\x7f]*$/;
 
-/** Why a valid Mailbox cannot be sent as written, or null (the server's rules, same messages). */
+/**
+ * Why a valid Mailbox cannot be sent as written, or null (the server's rules, same messages).
+ * @param {string} value
+ * @returns {string | null}
+ */
 export function addressProblem(value) {
   const match = WITH_DISPLAY.test(value) ? value.slice(value.lastIndexOf("<") + 1, -1) : value;
   const at = match.lastIndexOf("@");

@@ -32,12 +32,16 @@ const MAX_ADDRESS_STRING = 16000;
 const MAX_REPLY_TO_STRING = 3200;
 const MAX_SUBJECT = 2000;
 
-/** The native send body for `sendEmail(message)`. */
+/**
+ * The native send body for `sendEmail(message)`.
+ * @param {unknown} input
+ */
 export function toSendRequest(input) {
   const message = screen(input, {
     allowed: ["From", "To", "Cc", "Bcc", "ReplyTo", "Subject", "TextBody", "HtmlBody", "MessageStream"],
     unsupported: UNSUPPORTED,
   });
+  /** @type {Record<string, unknown>} */
   const body = { from: require(message, "From", "From") };
   const to = require(message, "To", "To");
   checkLength(to, "To", { minLength: 3, maxLength: MAX_ADDRESS_STRING });
@@ -64,13 +68,22 @@ export function toSendRequest(input) {
 }
 
 export class ServerClient {
+  /** @type {import("./http.js").Config} */
   #config;
 
+  /**
+   * @param {string} [serverToken]
+   * @param {import("./postmark.js").ClientOptions} [options]
+   */
   constructor(serverToken, { baseUrl, timeout } = {}) {
     this.#config = resolveConfig({ apiKey: serverToken, baseUrl, timeout });
   }
 
   /** Resolves `{ To, SubmittedAt, MessageID, ErrorCode: 0, Message: "OK" }`; callbacks are not supported. */
+  /**
+   * @param {import("./postmark.js").Message} message
+   * @param {unknown[]} rest
+   */
   async sendEmail(message, ...rest) {
     if (rest.length > 0) throw new ValidationError("callback", "callbacks are not supported; use the promise");
     const reply = await request(this.#config, "POST", "/v1/send", { body: toSendRequest(message) });

@@ -10,9 +10,13 @@ const UNSUPPORTED = ["headers", "attachments", "tags", "scheduledAt", "react", "
 const FIELDS = ["from", "to", "subject", "cc", "bcc", "replyTo", "text", "html", "template"];
 const MAX_SUBJECT = 2000;
 
-/** The native send body for `emails.send(payload)` (plain or template variant). */
+/**
+ * The native send body for `emails.send(payload)` (plain or template variant).
+ * @param {unknown} payload
+ */
 export function toSendRequest(payload) {
   const params = screen(payload, { allowed: FIELDS, unsupported: UNSUPPORTED });
+  /** @type {Record<string, unknown>} */
   const body = { from: require(params, "from", "from"), to: asList(require(params, "to", "to")) };
   for (const name of ["cc", "bcc", "replyTo"]) {
     if (Object.hasOwn(params, name)) body[name] = asList(params[name]);
@@ -27,13 +31,19 @@ export function toSendRequest(payload) {
 }
 
 class Emails {
+  /** @type {import("./http.js").Config} */
   #config;
 
+  /** @param {import("./http.js").Config} config */
   constructor(config) {
     this.#config = config;
   }
 
   /** Resolves `{ data: { id }, error: null, headers }`, or `{ data: null, error: { name, message, statusCode }, headers }`. */
+  /**
+   * @param {import("./resend.js").CreateEmailOptions | import("./resend.js").CreateTemplateEmailOptions} payload
+   * @param {object} [options]
+   */
   async send(payload, options) {
     if (options !== undefined && Object.keys(options).length > 0) {
       throw new ValidationError(`options.${Object.keys(options)[0]}`, "is not supported by mailservice");
@@ -52,12 +62,20 @@ class Emails {
     }
   }
 
+  /**
+   * @param {import("./resend.js").CreateEmailOptions | import("./resend.js").CreateTemplateEmailOptions} payload
+   * @param {object} [options]
+   */
   create(payload, options) {
     return this.send(payload, options);
   }
 }
 
 export class Resend {
+  /**
+   * @param {string} [key]
+   * @param {{ baseUrl?: string }} [options]
+   */
   constructor(key, { baseUrl } = {}) {
     this.emails = new Emails(resolveConfig({ apiKey: key, baseUrl }));
   }

@@ -36,6 +36,11 @@ const MAX_EMAIL = 254;
 const MAX_NAME = 100;
 
 /** A Mailbox string for an address: a string as given, or `{ email, name }` as `name <email>`. */
+/**
+ * @param {unknown} address
+ * @param {string} field
+ * @returns {string}
+ */
 function mailboxOf(address, field) {
   if (typeof address === "string") return address;
   const checked = screen(address, { allowed: ["email", "name"], prefix: `${field}.` });
@@ -47,15 +52,23 @@ function mailboxOf(address, field) {
   return name ? `${name} <${email}>` : email;
 }
 
+/**
+ * @param {unknown} value
+ * @param {string} field
+ */
 function addresses(value, field) {
   const list = asList(value);
   if (!Array.isArray(list)) return [mailboxOf(list, field)];
   return list.map((item, index) => mailboxOf(item, `${field}[${index}]`));
 }
 
-/** The native send body for `send(msg)`. */
+/**
+ * The native send body for `send(msg)`.
+ * @param {unknown} msg
+ */
 export function toSendRequest(msg) {
   const params = screen(msg, { allowed: FIELDS, unsupported: UNSUPPORTED });
+  /** @type {Record<string, unknown>} */
   const body = { from: mailboxOf(require(params, "from", "from"), "from") };
   body.to = addresses(require(params, "to", "to"), "to");
   for (const name of ["cc", "bcc"]) {
@@ -75,19 +88,28 @@ export function toSendRequest(msg) {
 }
 
 export class MailService {
+  /** @type {string | undefined} */
   #apiKey;
+  /** @type {string | undefined} */
   #baseUrl;
 
+  /** @param {string} apiKey */
   setApiKey(apiKey) {
     this.#apiKey = apiKey;
   }
 
   /** Where the original uses `client.setDefaultRequest("baseUrl", url)`. */
+  /** @param {string} baseUrl */
   setBaseUrl(baseUrl) {
     this.#baseUrl = baseUrl;
   }
 
   /** Resolves `[{ statusCode: 202, headers: { "x-message-id": id, ... }, body: "" }, ""]`. */
+  /**
+   * @param {import("./sendgrid.js").MailDataRequired} msg
+   * @param {unknown[]} rest
+   * @returns {Promise<[import("./sendgrid.js").ClientResponse, ""]>}
+   */
   async send(msg, ...rest) {
     if (rest.length > 0) throw new ValidationError("isMultiple", "multiple sends and callbacks are not supported");
     if (Array.isArray(msg)) throw new ValidationError("", "send one message per call");

@@ -30,14 +30,20 @@ const DESTINATIONS = { ToAddresses: "to", CcAddresses: "cc", BccAddresses: "bcc"
 
 /** The service's error in the SDK's shape: `name` is the service's error code; `$metadata` as on success. */
 export class SESv2ServiceException extends MailServiceError {
+  /** @param {MailServiceError} error one with a response (`status` is set) */
   constructor(error) {
-    super(error.message, { code: error.code, status: error.status, requestId: error.requestId, headers: error.headers });
+    const status = /** @type {number} */ (error.status);
+    super(error.message, { code: error.code, status, requestId: error.requestId, headers: error.headers });
     this.name = error.code;
-    this.$fault = error.status >= 500 ? "server" : "client";
-    this.$metadata = { httpStatusCode: error.status, requestId: error.requestId ?? undefined, attempts: 1, totalRetryDelay: 0 };
+    this.$fault = status >= 500 ? "server" : "client";
+    this.$metadata = { httpStatusCode: status, requestId: error.requestId ?? undefined, attempts: 1, totalRetryDelay: 0 };
   }
 }
 
+/**
+ * @param {unknown} block
+ * @param {string} field
+ */
 function content(block, field) {
   const checked = screen(block, { allowed: ["Data", "Charset"], prefix: `${field}.` });
   if (Object.hasOwn(checked, "Charset") && checked.Charset !== "UTF-8") {
@@ -46,12 +52,16 @@ function content(block, field) {
   return require(checked, "Data", `${field}.Data`);
 }
 
-/** The native send body for a SendEmailCommand input. */
+/**
+ * The native send body for a SendEmailCommand input.
+ * @param {unknown} input
+ */
 export function toSendRequest(input) {
   const params = screen(input, {
     allowed: ["FromEmailAddress", "Destination", "Content", "ReplyToAddresses"],
     unsupported: UNSUPPORTED,
   });
+  /** @type {Record<string, unknown>} */
   const body = { from: require(params, "FromEmailAddress", "FromEmailAddress") };
   const destination = screen(require(params, "Destination", "Destination"), {
     allowed: Object.keys(DESTINATIONS),
@@ -96,20 +106,29 @@ export function toSendRequest(input) {
 }
 
 export class SendEmailCommand {
+  /** @param {import("./sesv2.js").SendEmailCommandInput} input */
   constructor(input) {
     this.input = input;
   }
 }
 
 export class SESv2Client {
+  /** @type {import("./http.js").Config} */
   #config;
 
-  /** `region` is accepted and has no effect; no AWS credentials or signatures are used. */
+  /**
+   * `region` is accepted and has no effect; no AWS credentials or signatures are used.
+   * @param {import("./sesv2.js").SESv2ClientConfig} [config]
+   */
   constructor({ endpoint, apiKey, region, timeout } = {}) {
     this.#config = resolveConfig({ apiKey, baseUrl: endpoint, timeout });
     this.config = { region };
   }
 
+  /**
+   * @param {import("./sesv2.js").SendEmailCommand} command
+   * @returns {Promise<import("./sesv2.js").SendEmailCommandOutput>}
+   */
   async send(command) {
     if (!(command instanceof SendEmailCommand)) {
       throw new ValidationError("command", "only SendEmailCommand is supported");

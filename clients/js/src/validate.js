@@ -21,20 +21,38 @@ const COMMON = ["from", "to", "cc", "bcc", "replyTo"];
 const INLINE_FIELDS = [...COMMON, "subject", "text", "html"];
 const TEMPLATE_FIELDS = [...COMMON, "template", "subject"];
 
+/**
+ * @param {unknown} value
+ * @returns {value is Record<string, any>}
+ */
 export function isObject(value) {
   return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
+/**
+ * @param {object} object
+ * @param {string} key
+ */
 export function has(object, key) {
   return Object.prototype.hasOwnProperty.call(object, key);
 }
 
+/**
+ * @param {object} data
+ * @param {string[]} allowed
+ */
 function rejectUnknown(data, allowed, prefix = "") {
   for (const key of Object.keys(data)) {
     if (!allowed.includes(key)) throw new ValidationError(`${prefix}${key}`, "unknown field");
   }
 }
 
+/**
+ * @param {unknown} value
+ * @param {string} field
+ * @param {{ maxLength: number, allowBlank?: boolean }} limits
+ * @returns {string}
+ */
 export function checkString(value, field, { maxLength, allowBlank = true }) {
   if (typeof value !== "string") throw new ValidationError(field, "must be a string");
   if (!allowBlank && value === "") throw new ValidationError(field, "may not be blank");
@@ -45,6 +63,11 @@ export function checkString(value, field, { maxLength, allowBlank = true }) {
   return value;
 }
 
+/**
+ * @param {unknown} value
+ * @param {string} field
+ * @returns {string}
+ */
 function checkMailbox(value, field) {
   if (typeof value !== "string") throw new ValidationError(field, "must be a string");
   if (!isMailbox(value)) {
@@ -58,6 +81,12 @@ function checkMailbox(value, field) {
   return value;
 }
 
+/**
+ * @param {unknown} value
+ * @param {string} field
+ * @param {number} maxItems
+ * @returns {string[]}
+ */
 function checkMailboxList(value, field, maxItems) {
   if (typeof value === "string") return [checkMailbox(value, field)];
   if (!Array.isArray(value)) throw new ValidationError(field, "must be an address or a list of addresses");
@@ -67,6 +96,10 @@ function checkMailboxList(value, field, maxItems) {
   return value.map((item, index) => checkMailbox(item, `${field}[${index}]`));
 }
 
+/**
+ * @param {unknown} value
+ * @param {string} field
+ */
 function checkVariables(value, field) {
   if (!isObject(value)) throw new ValidationError(field, "must be an object");
   const entries = Object.entries(value);
@@ -95,6 +128,7 @@ function checkVariables(value, field) {
   }
 }
 
+/** @param {unknown} value */
 function checkTemplate(value) {
   if (!isObject(value)) throw new ValidationError("template", "must be an object");
   rejectUnknown(value, ["id", "version", "variables"], "template.");
@@ -109,7 +143,11 @@ function checkTemplate(value) {
   if (has(value, "variables")) checkVariables(value.variables, "template.variables");
 }
 
-/** Validate a native send body (inline or template variant); returns a copy without undefined fields. */
+/**
+ * Validate a native send body (inline or template variant); returns a copy without undefined fields.
+ * @param {unknown} params what the caller passed: anything, checked here
+ * @returns {import("./index.js").SendParams}
+ */
 export function checkSend(params) {
   if (!isObject(params)) throw new ValidationError("", "the send request must be an object");
   const body = Object.fromEntries(Object.entries(params).filter(([, value]) => value !== undefined));
@@ -139,5 +177,5 @@ export function checkSend(params) {
   if (recipients > MAX_RECIPIENTS) {
     throw new ValidationError("to", `at most ${MAX_RECIPIENTS} recipients in total across to, cc and bcc`);
   }
-  return body;
+  return /** @type {import("./index.js").SendParams} */ (body);
 }

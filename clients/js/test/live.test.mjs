@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { MailService, MailServiceError } from "../src/index.js";
+import { MailService, MailServiceError, SendingPausedError, ServiceUnavailableError } from "../src/index.js";
 import { ServerClient } from "../src/postmark.js";
 import { Resend } from "../src/resend.js";
 import { MailService as SendGridMailService } from "../src/sendgrid.js";
@@ -129,13 +129,30 @@ describe("every style against a real server", { skip: !live && "LIVE_BASE_URL is
     });
   }
 
-  test("the native client pages through every message", async () => {
+  test("the native client iterates every message across pages", async () => {
     const ids = [];
-    for await (const page of reader.messages.pages({ limit: 2, direction: "sent" })) {
-      assert.ok(page.data.length <= 2);
-      ids.push(...page.data.map((message) => message.id));
-    }
+    for await (const message of reader.messages.iter({ limit: 2, direction: "sent" })) ids.push(message.id);
     assert.equal(new Set(ids).size, ids.length);
     assert.ok(ids.length >= Object.keys(STYLES).length);
+  });
+});
+
+describe("a paused domain and an outage are different errors", { skip: !env.LIVE_DOWN_BASE_URL && "LIVE_DOWN_BASE_URL is not set" }, () => {
+  const send = (baseUrl, key, domain) =>
+    new MailService({ apiKey: key, baseUrl }).send({ from: `app@${domain}`, to: TO, subject: "s", text: "t" });
+
+  test("SendingPaused is a SendingPausedError; a database outage is a ServiceUnavailableError", async () => {
+    await assert.rejects(send(env.LIVE_BASE_URL, env.LIVE_PAUSED_KEY, env.LIVE_PAUSED_DOMAIN), (error) => {
+      assert.ok(error instanceof SendingPausedError, `${error}`);
+      return true;
+    });
+    // A server whose database is unreachable: the key cannot even be looked up.
+    await assert.rejects(send(env.LIVE_DOWN_BASE_URL, env.LIVE_KEY, env.LIVE_DOMAIN), (error) => {
+      assert.ok(error instanceof ServiceUnavailableError, `${error}`);
+      assert.ok(!(error instanceof SendingPausedError));
+      assert.deepEqual([error.code, error.status], ["ServiceUnavailable", 503]);
+      assert.ok(error.requestId);
+      return true;
+    });
   });
 });

@@ -10,14 +10,16 @@ import {
   AuthenticationError,
   BadRequestError,
   ConfigurationError,
+  InternalServerError,
   MailService,
   MailServiceConnectionError,
   MailServiceError,
+  MethodNotAllowedError,
   NotFoundError,
   PermissionDeniedError,
   RateLimitError,
   RequestTooLargeError,
-  SendingPausedError,
+  ServiceUnavailableError,
   ValidationError,
   errorFromResponse,
 } from "../src/index.js";
@@ -109,7 +111,7 @@ test("without a key or base URL the client says which is missing", (t) => {
   assert.ok(new Resend());
 });
 
-test("an ApiError envelope becomes the error of its status", () => {
+test("an envelope with an unknown code becomes the error of its status", () => {
   const cases = [
     [400, BadRequestError],
     [401, AuthenticationError],
@@ -117,8 +119,10 @@ test("an ApiError envelope becomes the error of its status", () => {
     [404, NotFoundError],
     [413, RequestTooLargeError],
     [429, RateLimitError],
-    [503, SendingPausedError],
-    [500, MailServiceError],
+    [405, MethodNotAllowedError],
+    [500, InternalServerError],
+    [503, ServiceUnavailableError],
+    [418, MailServiceError],
   ];
   const body = JSON.stringify({ error: { code: "SomeCode", message: "what happened", request_id: "req_1" } });
   for (const [status, ErrorClass] of cases) {
@@ -133,5 +137,5 @@ test("an ApiError envelope becomes the error of its status", () => {
 
 test("a body without the envelope still gives status and request id", () => {
   const error = errorFromResponse(502, { "x-request-id": "req_2" }, "<html>Bad gateway</html>");
-  assert.deepEqual([error.constructor, error.code, error.status, error.requestId], [MailServiceError, "Http502", 502, "req_2"]);
+  assert.deepEqual([error.constructor, error.code, error.status, error.requestId], [ServiceUnavailableError, "Http502", 502, "req_2"]);
 });

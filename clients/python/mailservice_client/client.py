@@ -1,13 +1,13 @@
 """The native client: `MailService` (synchronous) and its `AsyncMailService` twin."""
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, cast
 from urllib.parse import quote
 
 from mailservice_client._http import AsyncTransport, SyncTransport, resolve_config
 from mailservice_client._validate import check_send, check_string
 from mailservice_client.errors import ValidationError
-from mailservice_client.types import Direction, Message, MessageList, SendResult
+from mailservice_client.types import Direction, Message, MessageList, SendParams, SendResult
 
 
 def _list_params(limit: int | None, after: str | None, direction: Direction | None) -> dict[str, Any]:
@@ -63,8 +63,11 @@ class MailService:
         self._transport = SyncTransport(resolve_config(api_key=api_key, base_url=base_url, timeout=timeout))
         self.messages = Messages(self._transport)
 
-    def send(self, params: Mapping[str, Any]) -> SendResult:
-        """Send one message; `params` are the wire fields (`from`, `to`, `subject`, `text`, `template`, ...)."""
+    def send(self, params: SendParams) -> SendResult:
+        """Send one message; `params` are the wire fields (`from`, `to`, `subject`, `text`, `template`, ...).
+
+        Checked locally first (a ValidationError names the field), since a dict built at run time
+        may hold anything."""
         body = check_send(params)
         return cast(SendResult, self._transport.request("POST", "/v1/send", json=body).data)
 
@@ -109,7 +112,7 @@ class AsyncMailService:
         self._transport = AsyncTransport(resolve_config(api_key=api_key, base_url=base_url, timeout=timeout))
         self.messages = AsyncMessages(self._transport)
 
-    async def send(self, params: Mapping[str, Any]) -> SendResult:
+    async def send(self, params: SendParams) -> SendResult:
         body = check_send(params)
         return cast(SendResult, (await self._transport.request("POST", "/v1/send", json=body)).data)
 

@@ -74,6 +74,10 @@ class NotFoundError(MailServiceError):
     """HTTP 404."""
 
 
+class MethodNotAllowedError(MailServiceError):
+    """HTTP 405."""
+
+
 class RequestTooLargeError(MailServiceError):
     """HTTP 413."""
 
@@ -87,19 +91,63 @@ class RateLimitError(MailServiceError):
         return int(value) if value.isdigit() else None
 
 
+class InternalServerError(MailServiceError):
+    """HTTP 500: the service failed unexpectedly; quote `request_id` when asking for help."""
+
+
 class SendingPausedError(MailServiceError):
-    """HTTP 503: sending is paused and no message was sent."""
+    """`SendingPaused` (HTTP 503): an operator or a safeguard paused sending; no message was sent."""
 
 
+class ServiceUnavailableError(MailServiceError):
+    """Any other HTTP 502, 503 or 504 (the database unreachable, a proxy without a backend): retry later."""
+
+
+# The class of each code the service answers with (README, "Error codes"): the code decides,
+# so a database outage and a paused domain (both 503) stay apart.
+_BY_CODE: dict[str, type[MailServiceError]] = {
+    "ValidationError": BadRequestError,
+    "InvalidJson": BadRequestError,
+    "InvalidContentType": BadRequestError,
+    "DomainNotVerified": BadRequestError,
+    "TemplateNotFound": BadRequestError,
+    "MissingTemplateVariable": BadRequestError,
+    "InvalidCursor": BadRequestError,
+    "BadRequest": BadRequestError,
+    "Unauthorized": AuthenticationError,
+    "MissingPermission": PermissionDeniedError,
+    "SenderNotAllowed": PermissionDeniedError,
+    "Forbidden": PermissionDeniedError,
+    "NotFound": NotFoundError,
+    "MethodNotAllowed": MethodNotAllowedError,
+    "RequestTooLarge": RequestTooLargeError,
+    "RateLimited": RateLimitError,
+    "AllowanceExhausted": RateLimitError,
+    "InternalError": InternalServerError,
+    "SendingPaused": SendingPausedError,
+    "ServiceUnavailable": ServiceUnavailableError,
+}
+
+# A code this client does not know (a newer service), or no envelope at all (a proxy's page):
+# the status decides.
 _BY_STATUS: dict[int, type[MailServiceError]] = {
     400: BadRequestError,
     401: AuthenticationError,
     403: PermissionDeniedError,
     404: NotFoundError,
+    405: MethodNotAllowedError,
     413: RequestTooLargeError,
     429: RateLimitError,
-    503: SendingPausedError,
+    500: InternalServerError,
+    502: ServiceUnavailableError,
+    503: ServiceUnavailableError,
+    504: ServiceUnavailableError,
 }
+
+
+def error_class(code: str, status: int) -> type[MailServiceError]:
+    """The class of an error response: by its `code` first, by its HTTP status second."""
+    return _BY_CODE.get(code) or _BY_STATUS.get(status, MailServiceError)
 
 
 def error_from_response(status: int, headers: Mapping[str, str], body: bytes) -> MailServiceError:
@@ -115,6 +163,4 @@ def error_from_response(status: int, headers: Mapping[str, str], body: bytes) ->
         code = str(error.get("code") or code)
         message = str(error.get("message") or message)
         request_id = str(error.get("request_id") or request_id or "") or None
-    return _BY_STATUS.get(status, MailServiceError)(
-        message, code=code, status=status, request_id=request_id, headers=lower
-    )
+    return error_class(code, status)(message, code=code, status=status, request_id=request_id, headers=lower)

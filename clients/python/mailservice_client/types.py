@@ -1,4 +1,4 @@
-"""Typed shapes of the service's responses (spec section 2), as returned by the native client."""
+"""Typed shapes of the send parameters and of the service's responses (spec section 2)."""
 
 from typing import Literal, TypedDict
 
@@ -32,3 +32,33 @@ class MessageList(TypedDict):
     data: list[Message]
     has_more: bool
     next_cursor: str | None
+
+
+Addresses = str | list[str]  # one mailbox, or a list of them
+TemplateVariable = str | int | float | bool
+
+
+class _TemplateReferenceRequired(TypedDict):
+    id: str  # the template's id or slug
+
+
+class TemplateReference(_TemplateReferenceRequired, total=False):
+    version: int  # default: the newest published version
+    variables: dict[str, TemplateVariable]
+
+
+# `from` is a Python keyword, hence the functional form; it is the one field every send needs.
+_SendParamsRequired = TypedDict("_SendParamsRequired", {"from": str})
+
+
+class SendParams(_SendParamsRequired, total=False):
+    """The body of POST /v1/send: inline content (subject, text and/or html) or a `template`."""
+
+    to: Addresses
+    cc: Addresses
+    bcc: Addresses
+    replyTo: Addresses  # noqa: N815 - the wire name
+    subject: str
+    text: str
+    html: str
+    template: TemplateReference

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from domains.dns import Outcome, domain_check_dns
+from domains.dns import DnsOutcome, domain_check_dns
 from domains.selectors import domain_get_by_name
 from mailservice.commands import ServiceCommand
 
@@ -22,7 +22,7 @@ class Command(ServiceCommand):
         for check in result.checks:
             record = check.record
             line = f"{check.outcome:<20} {record.purpose}: {record.name} {record.type} {record.value}"
-            if check.outcome is Outcome.WRONG:
+            if check.outcome is DnsOutcome.WRONG:
                 line += f" (published: {' | '.join(check.seen)})"
             if record.note:
                 line += f" ({record.note})"

@@ -1,0 +1,196 @@
+"""The hand-written PostgreSQL statements, together: each one does the work of one service's ORM
+twin in a single round trip, and is named after the service it speeds up.
+
+- message_send_in_one_statement: POST /v1/send's pause check, allowance count and INSERTs
+  (messaging.services.message_send; twin: _store_in_transaction).
+- dispatch_record_in_one_statement: a dispatch outcome's fenced UPDATE and event INSERTs
+  (messaging.dispatch._record; twin: its transaction).
+- inbound_store_in_one_statement: received mail for every verified recipient domain
+  (messaging.inbound.services._store_on_verified_domains; twin: its transaction).
+
+Each writes the same columns and values as the ORM would (`insert_fields`, `insert_values`).
+The services call them only when `available()`; the test suite turns that off to run the ORM
+twins on PostgreSQL as well (tests/conftest.py, the `sql_path` fixture).
+"""
+
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+import psycopg
+from django.db import connection
+from django.db.models import Field, Model
+from django.utils import timezone
+
+from domains.models import DailyUsage, Domain
+from domains.sending import global_paused_sql, sending_paused_error
+from domains.services import allowance_day_open, allowance_exhausted
+from messaging.models import EventType, Message, MessageEvent, Status
+
+
+def available() -> bool:
+    """Whether the services use these statements: on PostgreSQL (the ORM twins run everywhere else)."""
+    return connection.vendor == "postgresql"
+
+
+# --- what an ORM INSERT would write ----------------------------------------------------------------
+
+
+def insert_fields(
+    model: type[Model], *, exclude: frozenset[str] = frozenset(), only: tuple[str, ...] | None = None
+) -> list[Field]:
+    """The columns an INSERT of `model` writes: every concrete field but the generated id and `exclude`
+    (or just the fields named in `only`, in that order)."""
+    if only is not None:
+        by_name = {field.name: field for field in model._meta.concrete_fields}
+        return [by_name[name] for name in only]
+    return [field for field in model._meta.concrete_fields if not field.primary_key and field.name not in exclude]
+
+
+def column_of(model: type[Model], name: str) -> str:
+    """The column of a concrete field of `model` (never a reverse relation, which has none)."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field) and field.column is not None, name
+    return field.column
+
+
+def insert_columns(fields: list[Field]) -> list[str]:
+    """The quoted columns of `fields`, in that order."""
+    quote = connection.ops.quote_name
+    return [quote(field.column) for field in fields if field.column is not None]
+
+
+def insert_values(instance: Model, fields: list[Field]) -> list[Any]:
+    """The values an INSERT of `instance` would send for `fields`, in that order."""
+    return [field.get_db_prep_save(field.pre_save(instance, add=True), connection) for field in fields]
+
+
+# --- messaging.services.message_send --------------------------------------------------------------
+
+
+def message_send_in_one_statement(domain: Domain, message: Message) -> None:
+    """message_send's _store_in_transaction as one statement on PostgreSQL, as atomic as the transaction.
+
+    The global pause check, the allowance count (allowance_consume's conditional UPDATE) and the
+    message and event INSERTs in one data-modifying CTE: one round trip instead of six (pause
+    SELECT, BEGIN, UPDATE, INSERT, INSERT, COMMIT) and no ORM query compilation, which were most
+    of a send's cost beyond the framework's in the accept benchmark
+    (bench/results/before-after-accept.md). The pause is read in the statement that stores the
+    message, so a pause committed before it applies. Nothing is written unless the counter row
+    was updated: paused, allowance used up, or no row yet for the day (the day's first send,
+    which creates it and tries once more).
+    """
+    now = timezone.now()
+    limited = domain.daily_allowance is not None
+    event = MessageEvent(type=EventType.ACCEPTED)
+    params = [
+        domain.pk,
+        now.date(),
+        *([domain.daily_allowance] if limited else []),
+        *insert_values(message, insert_fields(Message)),
+        *insert_values(event, insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS)),
+    ]
+    for first_try in (True, False):
+        with connection.cursor() as cursor:
+            cursor.execute(_message_send_statement(limited=limited), params)
+            paused, message_pk = cursor.fetchone()
+        if paused:
+            raise sending_paused_error()
+        if message_pk is not None:
+            message.pk = message_pk
+            message._state.adding, message._state.db = False, connection.alias
+            return
+        if first_try:
+            allowance_day_open(domain=domain, day=now.date())
+    raise allowance_exhausted(domain=domain, now=now)
+
+
+_EVENT_OWN_COLUMNS = frozenset({"message"})  # the statement takes it from the message INSERT
+
+
+@cache
+def _message_send_statement(*, limited: bool) -> str:
+    """The statement of message_send_in_one_statement; parameters: domain id, day, [allowance], the
+    message's insert_values, the event's (without its message). Returns (paused, message id or NULL)."""
+    quote = connection.ops.quote_name
+    message_columns = insert_columns(insert_fields(Message))
+    event_columns = insert_columns(insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS))
+    allowance = ' AND "sent_count" < %s' if limited else ""
+    # Only the models' own identifiers are interpolated; every value is a parameter.
+    return (
+        f"WITH control AS (SELECT {global_paused_sql()} AS paused), "  # noqa: S608
+        f'counted AS (UPDATE {quote(DailyUsage._meta.db_table)} SET "sent_count" = "sent_count" + 1 '
+        f'WHERE "domain_id" = %s AND "day" = %s{allowance} AND NOT (SELECT paused FROM control) RETURNING 1), '
+        f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(message_columns)}) "
+        f'SELECT {", ".join(["%s"] * len(message_columns))} FROM counted RETURNING "id"), '
+        f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
+        f'("message_id", {", ".join(event_columns)}) SELECT message.id, {", ".join(["%s"] * len(event_columns))} '
+        "FROM message) "
+        "SELECT (SELECT paused FROM control), (SELECT id FROM message)"
+    )
+
+
+# --- messaging.dispatch._record --------------------------------------------------------------------
+
+
+def dispatch_record_in_one_statement(
+    message: Message, fields: dict[str, Any], events: list[tuple[str, str, str]], now: datetime
+) -> bool:
+    """dispatch's _record as one statement on PostgreSQL: the conditional UPDATE and the events' INSERT in a
+    data-modifying CTE, atomic like the transaction it replaces but one round trip instead of four
+    (BEGIN, UPDATE, INSERT, COMMIT): the dispatch benchmark's workers spent a fifth of their time there."""
+    assignments = ", ".join(f'"{column_of(Message, name)}" = %s' for name in fields)
+    rows = ", ".join(["(%s, %s, %s, %s)"] * len(events))
+    # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
+    sql = (
+        f'WITH mine AS (UPDATE "{Message._meta.db_table}" SET {assignments}, "updated_at" = %s '  # noqa: S608
+        'WHERE "id" = %s AND "status" = %s AND "lease_expires_at" = %s RETURNING "id") '
+        f'INSERT INTO "{MessageEvent._meta.db_table}" ("message_id", "type", "recipient", "detail", "created_at", '
+        f'"updated_at") SELECT mine.id, event.type, event.recipient, event.detail, %s, %s '
+        f"FROM mine CROSS JOIN (VALUES {rows}) AS event (n, type, recipient, detail) ORDER BY event.n"
+    )
+    params = [*fields.values(), now, message.pk, Status.ACCEPTED, message.lease_expires_at, now, now]
+    params += [value for n, event in enumerate(events) for value in (n, *event)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        # Every outcome carries at least one event, so no row inserted means no row updated: the lease was lost.
+        return cursor.rowcount > 0
+
+
+# --- messaging.inbound.services._store_on_verified_domains -----------------------------------------
+
+
+def inbound_store_in_one_statement(messages: dict[str, Message], *, detail: str) -> set[str]:
+    """inbound's _store_on_verified_domains as one statement on PostgreSQL: the domain check and the INSERTs of the
+    messages and of their events in a data-modifying CTE, atomic on its own, so one round trip instead of
+    five (the domain query, BEGIN, two INSERTs, COMMIT). The messages differ only in public id and recipients."""
+    quote = connection.ops.quote_name
+    per_row = insert_fields(Message, only=("public_id", "to"))
+    # Every other column Django would insert, with the value it would (defaults and auto_now included).
+    shared = insert_fields(Message, exclude=frozenset({"domain", "public_id", "to"}))
+    shared_values = insert_values(next(iter(messages.values())), shared)
+    rows = [[name, *insert_values(message, per_row)] for name, message in messages.items()]
+    columns = ", ".join(insert_columns([*insert_fields(Message, only=("domain",)), *per_row, *shared]))
+    now = timezone.now()
+    # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
+    sql = (
+        f"WITH recipient (domain_name, public_id, addresses) AS (VALUES {', '.join(['(%s, %s, %s)'] * len(rows))}), "  # noqa: S608
+        f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({columns}) "
+        f"SELECT domain.id, recipient.public_id, recipient.addresses, {', '.join(['%s'] * len(shared))} "
+        f"FROM recipient JOIN {quote(Domain._meta.db_table)} AS domain "
+        "ON domain.name = recipient.domain_name AND domain.verified RETURNING id, public_id), "
+        f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
+        '("message_id", "type", "recipient", "detail", "created_at", "updated_at") '
+        "SELECT message.id, %s, '', %s, %s, %s FROM message) "
+        "SELECT public_id FROM message"
+    )
+    params = [value for row in rows for value in row] + shared_values + [EventType.RECEIVED, detail, now, now]
+    # A server-side binding cursor on Django's connection: the raw source travels as a binary
+    # parameter. Django's client-side binding would first spell it out as hex inside the query
+    # text, six times the message's size in memory (a 20 MiB message peaked at 123 MiB).
+    connection.close_if_health_check_failed()  # what connection.cursor() would do first
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params)
+        stored = {public_id for (public_id,) in cursor.fetchall()}
+    return {name for name, message in messages.items() if message.public_id in stored}

@@ -1,0 +1,224 @@
+"""The servers live tests run: gunicorn, the inbound SMTP server, Celery workers, a private
+redis-server and a private PostgreSQL cluster. Each child is a ChildProcess."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+import httpx
+import redis
+
+from tests.harness.env import child_env
+from tests.harness.process import BIN, ChildProcess, free_port
+from tests.harness.smtp import serves_smtp
+
+
+class Startable(Protocol):
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Startable)
+
+
+@contextmanager
+def running(server: S) -> Iterator[S]:
+    """Start `server`, yield it, stop it whatever happened."""
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def _answers(url: str) -> bool:
+    try:
+        httpx.get(url, timeout=1)
+    except httpx.TransportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class ChildServer:
+    port: int
+    pid: int
+
+
+@contextmanager
+def child_server(
+    command: list[str], *, name: str, ready: Callable[[int], bool], env: dict[str, str]
+) -> Iterator[ChildServer]:
+    """A child process serving on a free loopback port (passed as {port} in the command)."""
+    port = free_port()
+    child = ChildProcess(
+        [part.format(port=port) for part in command], name=name, env=child_env(**env), ready=lambda: ready(port)
+    )
+    with running(child):
+        yield ChildServer(port=port, pid=child.pid)
+
+
+WEB_COMMAND = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}", "--access-logfile", "-"]
+
+
+def _serves_openapi(port: int) -> bool:
+    return _answers(f"http://127.0.0.1:{port}/v1/openapi.json")
+
+
+@contextmanager
+def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
+    """gunicorn serving the project on a free loopback port; yields the base URL."""
+    with child_server([*WEB_COMMAND, "--workers", str(workers)], name="web", ready=_serves_openapi, env=env) as child:
+        yield f"http://127.0.0.1:{child.port}"
+
+
+class WebProcess(ChildProcess):
+    """gunicorn on a fixed loopback port that can be stopped and started again (a deploy, a crash).
+
+    `stop` is SIGTERM: gunicorn finishes the requests in flight, then exits."""
+
+    def __init__(self, env: dict[str, str], *, workers: int = 2) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [part.format(port=self.port) for part in [*WEB_COMMAND, "--workers", str(workers)]]
+        super().__init__(command, name="web", env=env, ready=self.serving)
+
+    def serving(self) -> bool:
+        return self.alive() and _serves_openapi(self.port)
+
+
+@contextmanager
+def inbound_smtp_server(**env: str) -> Iterator[int]:
+    """`manage.py run_inbound_smtp` on a free loopback port; yields the port."""
+    command = [sys.executable, "manage.py", "run_inbound_smtp", "--host", "127.0.0.1", "--port", "{port}"]
+    with child_server(command, name="inbound", ready=serves_smtp, env=env) as child:
+        yield child.port
+
+
+class CeleryWorker(ChildProcess):
+    """`celery -A config worker -B` (embedded beat unless `beat=False`) on the test database; restartable.
+
+    Solo pool, or the README's thread pool with `threads` batches at once. `start` returns at
+    once; `wait_ready` waits until the worker consumes from the queue (its log says `ready.`)."""
+
+    def __init__(self, env: dict[str, str], *, beat: bool = True, threads: int = 0) -> None:
+        self.state_dir = tempfile.mkdtemp(prefix="celerybeat-")
+        pool = ["--pool", "threads", "--concurrency", str(threads)] if threads else ["--pool", "solo"]
+        command = [str(BIN / "celery"), "-A", "config", "worker"]
+        command += ["-B", "-s", f"{self.state_dir}/schedule"] if beat else []
+        command += [*pool, "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
+        super().__init__(command, name="worker", env=env, ready=self._consuming, wait_on_start=False)
+
+    def _consuming(self) -> bool:
+        return " ready." in self.log_path.read_text()
+
+
+@contextmanager
+def celery_worker(*, start: bool = True, beat: bool = True, threads: int = 0, **env: str) -> Iterator[CeleryWorker]:
+    """A worker (with embedded beat unless `beat=False`: run exactly one beat); give it and the web the same
+    CELERY_TASK_DEFAULT_QUEUE, a queue of their own."""
+    worker = CeleryWorker(child_env(**env), beat=beat, threads=threads)
+    if start:
+        worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        shutil.rmtree(worker.state_dir)
+
+
+class RedisServer(ChildProcess):
+    """A private throwaway redis-server on `port` (never the shared one), without persistence; restartable."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.url = f"redis://127.0.0.1:{port}/0"
+        command = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
+        super().__init__(command, name="redis", env=dict(os.environ), ready=self._answers, ready_timeout=10)
+
+    def _answers(self) -> bool:
+        client = redis.Redis.from_url(self.url)
+        try:
+            return bool(client.ping())
+        except redis.ConnectionError:
+            return False
+        finally:
+            client.close()
+
+    def restart(self) -> None:
+        """Stop and start again: everything queued in it is gone, as after a crash without persistence."""
+        self.stop()
+        self.start()
+
+
+@contextmanager
+def redis_server(port: int) -> Iterator[str]:
+    """A private throwaway redis-server on `port` (never the shared one); yields its URL."""
+    with running(RedisServer(port)) as server:
+        yield server.url
+
+
+class PostgresCluster:
+    """A private PostgreSQL cluster (initdb in a temporary directory) on a free loopback port; restartable.
+
+    Never the shared server: chaos tests restart this one. initdb and pg_ctl refuse to run as
+    root, so they run as the `postgres` user when we are root.
+    """
+
+    BIN_DIR = Path(os.environ.get("POSTGRES_BIN_DIR", "/usr/lib/postgresql/15/bin"))
+
+    def __init__(self) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="pgcluster-"))
+        self.data = self.directory / "data"
+        self.port = free_port()
+        self.log_path = self.directory / "postgres.log"  # inside the directory the postgres user owns
+
+    def url(self, name: str = "postgres") -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
+
+    def _run(self, *command: str) -> None:
+        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        subprocess.run([*as_postgres, *command], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def start(self) -> None:
+        if os.geteuid() == 0:
+            shutil.chown(self.directory, "postgres", "postgres")
+        self._run(str(self.BIN_DIR / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
+        self.pg_ctl("start")
+
+    def pg_ctl(self, action: str) -> None:
+        """`start`, `stop` or `restart` (fast: open connections are cut, as in a crash or failover)."""
+        options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run(
+            str(self.BIN_DIR / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log_path),
+            "-o",
+            options,
+            "-m",
+            "fast",
+            "-w",
+            action,
+        )
+
+    def create_database(self, name: str) -> str:
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def stop(self) -> None:
+        """Stop the server and delete the cluster."""
+        with suppress(subprocess.CalledProcessError):
+            self.pg_ctl("stop")
+        shutil.rmtree(self.directory, ignore_errors=True)

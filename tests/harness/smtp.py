@@ -1,0 +1,99 @@
+"""SMTP peers of live tests: a recording sink (aiosmtpd, in this process) and a readiness probe."""
+
+import asyncio
+import email
+import email.policy
+import smtplib
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from aiosmtpd.controller import Controller
+
+from tests.harness.process import free_port
+
+
+@dataclass
+class Received:
+    mail_from: str
+    rcpt_tos: list[str]
+    data: bytes
+    peer: tuple[str, int]  # the client's address: one per SMTP connection
+
+
+@dataclass
+class SinkBehaviour:
+    """What the sink answers; tests change it while it runs."""
+
+    data_replies: list[str] = field(default_factory=list)  # answered to DATA in order, then 250
+    rejected_rcpts: dict[str, str] = field(default_factory=dict)  # address -> reply to RCPT TO
+    hold: threading.Event | None = None  # DATA waits until this is set (or the client goes away)
+    data_reply: str | None = None  # while set, every DATA is answered with it (an outage: 421, 451)
+    drop: bool = False  # while set, DATA gets no answer: the connection is cut
+
+
+class SmtpSink:
+    """A real SMTP server (aiosmtpd) on a loopback port that records what it accepted."""
+
+    def __init__(self) -> None:
+        self.behaviour = SinkBehaviour()
+        self.received: list[Received] = []
+        self.in_data = 0  # DATA transactions that have started (held or not)
+        self.port = free_port()
+        self.controller = Controller(self, hostname="127.0.0.1", port=self.port, enable_SMTPUTF8=True)
+
+    @property
+    def url(self) -> str:
+        return f"smtp://127.0.0.1:{self.port}"
+
+    def message_ids(self) -> Counter:
+        """How many times each Message-ID was accepted."""
+        return Counter(
+            email.message_from_bytes(received.data, policy=email.policy.default)["Message-ID"]
+            for received in self.received
+        )
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802 - aiosmtpd hook
+        if address in self.behaviour.rejected_rcpts:
+            return self.behaviour.rejected_rcpts[address]
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd hook
+        self.in_data += 1
+        hold = self.behaviour.hold
+        while hold is not None and not hold.is_set():
+            # A client that disconnects cancels this coroutine: nothing is recorded, as a relay
+            # that never answered 250 has not taken the message.
+            await asyncio.sleep(0.05)
+        if self.behaviour.drop:
+            server.transport.close()
+            return "421 4.3.0 connection dropped"  # never reaches the client
+        if self.behaviour.data_reply is not None:
+            return self.behaviour.data_reply
+        if self.behaviour.data_replies:
+            return self.behaviour.data_replies.pop(0)
+        self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), envelope.content, session.peer))
+        return "250 2.0.0 OK: queued"
+
+
+@contextmanager
+def smtp_sink() -> Iterator[SmtpSink]:
+    sink = SmtpSink()
+    sink.controller.start()
+    try:
+        yield sink
+    finally:
+        if sink.behaviour.hold is not None:
+            sink.behaviour.hold.set()
+        sink.controller.stop()
+
+
+def serves_smtp(port: int) -> bool:
+    try:
+        with smtplib.SMTP("127.0.0.1", port, timeout=1) as smtp:
+            return smtp.noop()[0] == 250
+    except (OSError, smtplib.SMTPException):
+        return False

@@ -1,0 +1,38 @@
+"""The hand-written statements (messaging/sql.py) keep the hot paths at their round trips.
+
+The services' behaviour on both paths is tested where each service is (the `sql_path` fixture);
+these pin what the statements are for: how many queries a send and an inbound store cost.
+"""
+
+import pytest
+from django.db import connection
+
+from messaging.inbound.services import inbound_deliver
+from messaging.models import Direction, Message
+from tests.factories import DomainFactory
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="the hand-written statements need PostgreSQL"),
+]
+
+SEND = {"from": "hello@acme.example.com", "to": "bob@example.org", "subject": "Hi", "text": "Hello"}
+RAW = b"From: a@example.org\r\nSubject: Hi\r\n\r\nbody\r\n"
+
+
+def test_a_send_is_two_queries(api, django_assert_num_queries):
+    assert api.post("/v1/send", SEND, format="json").status_code == 200  # opens the day's allowance counter
+
+    # The key (with its domain), then the one statement: pause check, allowance count, both INSERTs.
+    with django_assert_num_queries(2):
+        assert api.post("/v1/send", SEND, format="json").status_code == 200
+
+
+def test_storing_received_mail_for_several_domains_is_one_query(domain, django_assert_num_queries):
+    DomainFactory(name="other.example.net")
+    recipients = ["help@acme.example.com", "sales@acme.example.com", "info@other.example.net"]
+
+    # The domains' check and every message and event INSERT, in one statement.
+    with django_assert_num_queries(1):
+        assert inbound_deliver(envelope_from="a@example.org", recipients=recipients, raw=RAW) == []
+    assert Message.objects.filter(direction=Direction.RECEIVED).count() == 2
