@@ -171,6 +171,22 @@ MAILSERVICE_INBOUND_MAX_BYTES = env_int("MAILSERVICE_INBOUND_MAX_BYTES", 25 * 10
 # again; whether the domain is still verified is checked anyway when its mail is stored.
 MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS = env_float("MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS", 5.0)
 
+# TLS of the SMTP servers (STARTTLS, or implicit TLS with run_submission_smtp --implicit-tls):
+# PEM files of the certificate chain and its key (mailservice/tls.py).
+MAILSERVICE_TLS_CERT_FILE = env_str("MAILSERVICE_TLS_CERT_FILE")
+MAILSERVICE_TLS_KEY_FILE = env_str("MAILSERVICE_TLS_KEY_FILE")
+
+# SMTP submission (manage.py run_submission_smtp): the size cap is advertised with SIZE. AUTH is
+# refused before STARTTLS unless plaintext AUTH is allowed (loopback and development only).
+MAILSERVICE_SUBMISSION_MAX_BYTES = env_int("MAILSERVICE_SUBMISSION_MAX_BYTES", 10 * 1024 * 1024)
+MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH = env_bool("MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH", False)
+
+# Retention (messaging/retention.py): messages older than this many days (a domain's own
+# setting, when it has one) are purged with their events every PURGE_INTERVAL seconds.
+MAILSERVICE_RETENTION_DAYS = env_int("MAILSERVICE_RETENTION_DAYS", 30)
+MAILSERVICE_RETENTION_PURGE_INTERVAL = env_float("MAILSERVICE_RETENTION_PURGE_INTERVAL", 3600.0)
+MAILSERVICE_RETENTION_BATCH_SIZE = env_int("MAILSERVICE_RETENTION_BATCH_SIZE", 500)
+
 # Safeguards: a domain is paused when, over its most recent sends (at most WINDOW_SENDS, none older
 # than WINDOW_HOURS), the bounce or complaint rate is over the limit. Below MIN_SENDS sends in the
 # window nothing is paused, so one early bounce cannot stop a new domain.
@@ -234,6 +250,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "messaging.dispatch_sweep",
         "schedule": MAILSERVICE_DISPATCH_SWEEP_INTERVAL,
         "options": {"expires": MAILSERVICE_DISPATCH_SWEEP_INTERVAL},
+    },
+    "retention-purge": {
+        "task": "messaging.retention_purge",
+        "schedule": MAILSERVICE_RETENTION_PURGE_INTERVAL,
+        "options": {"expires": MAILSERVICE_RETENTION_PURGE_INTERVAL},
     },
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

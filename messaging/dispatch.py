@@ -34,6 +34,7 @@ from mailservice.mailbox import address_of
 from messaging.dkim import dkim_sign
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression
+from messaging.submission.mime import submitted_rendering
 from messaging.transports import Connection, SendResult, transport
 
 logger = logging.getLogger(__name__)
@@ -92,9 +93,11 @@ class Outcome:
 
 
 def _recipients(message: Message) -> dict[str, str]:
-    """Envelope recipients (To, Cc, Bcc), each address once: {as the suppression list keys it: as sent}."""
+    """Envelope recipients (To, Cc, Bcc; a submission's own envelope), each address once:
+    {as the suppression list keys it: as sent}."""
     recipients: dict[str, str] = {}
-    for mailbox in [*message.to, *message.cc, *message.bcc]:
+    mailboxes = message.envelope_recipients if message.submitted else [*message.to, *message.cc, *message.bcc]
+    for mailbox in mailboxes:
         recipients.setdefault(address_of(mailbox).lower(), bare_address(mailbox))
     return recipients
 
@@ -239,7 +242,7 @@ def _send_one(
         if not wire:
             error = "every recipient is on the suppression list"
             return Outcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
-        rendered = render_message(message)
+        rendered = submitted_rendering(message) if message.submitted else render_message(message)
         envelope = envelope_for(
             message=message, recipients=wire, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN
         )

@@ -160,16 +160,15 @@ def _subject(subject: str) -> str:
 def needs_smtputf8(message: Message) -> bool:
     """A non-ASCII local part can only travel as SMTPUTF8 (RFC 6531); domains become IDNA instead."""
     mailboxes = [message.from_address, *message.to, *message.cc, *message.bcc, *message.reply_to]
+    mailboxes += message.envelope_recipients or []
     return not all(split_mailbox(mailbox)[1].rpartition("@")[0].isascii() for mailbox in mailboxes)
 
 
 def envelope_for(*, message: Message, recipients: list[str], return_path_domain: str | None) -> Envelope:
-    """MAIL FROM is the VERP return path when one is configured, else the From address."""
-    mail_from = (
-        f"bounces+{message.public_id}@{return_path_domain}"
-        if return_path_domain
-        else bare_address(message.from_address)
-    )
+    """MAIL FROM is the VERP return path when one is configured, else the From address (the envelope
+    sender of a message submitted over SMTP)."""
+    sender = message.envelope_from if message.submitted else message.from_address
+    mail_from = f"bounces+{message.public_id}@{return_path_domain}" if return_path_domain else bare_address(sender)
     return Envelope(mail_from=mail_from, recipients=recipients, smtputf8=needs_smtputf8(message))
 
 

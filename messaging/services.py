@@ -63,15 +63,7 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         rendered = template_render(version=version, variables=request.template.variables, subject=request.subject)
         subject, text, html = rendered.subject, rendered.text, rendered.html
 
-    if not _is_on_domain(address_of(request.from_address), domain):
-        raise PermissionDenied(
-            f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
-        )
-    if not domain.verified:
-        raise ValidationFailed(f"The domain {domain.name} is not verified", code=ErrorCode.DOMAIN_NOT_VERIFIED)
-    # The domain was read with the key, in this request; the global switch is read below.
-    if domain.sending_paused:
-        raise SendingPaused(PAUSED_MESSAGE)
+    send_permitted(domain=domain, from_address=request.from_address)
 
     message = Message(
         domain=domain,
@@ -89,6 +81,28 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         template_version=version.number if version else None,
         next_attempt_at=timezone.now(),
     )
+    return message_store(domain=domain, message=message)
+
+
+def send_permitted(*, domain: Domain, from_address: str) -> None:
+    """The checks every send makes before storing, in the spec's order: the sender on the key's
+    domain (403), the domain verified (400), the domain's sending not paused (503).
+
+    `domain` is the one read with the key in this request; the global switch is checked by
+    message_store, in the statement that stores the message."""
+    if not _is_on_domain(address_of(from_address), domain):
+        raise PermissionDenied(
+            f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
+        )
+    if not domain.verified:
+        raise ValidationFailed(f"The domain {domain.name} is not verified", code=ErrorCode.DOMAIN_NOT_VERIFIED)
+    if domain.sending_paused:
+        raise SendingPaused(PAUSED_MESSAGE)
+
+
+def message_store(*, domain: Domain, message: Message) -> Message:
+    """Store an unsaved `accepted` message of `domain` with its `accepted` event, counted against
+    the daily allowance (429) unless sending is paused globally (503); dispatch starts on commit."""
     if connection.vendor == "postgresql":
         _store_in_one_statement(domain, message)
     else:

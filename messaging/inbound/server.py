@@ -10,53 +10,22 @@ import asyncio
 import logging
 import signal
 import socket
-import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, ParamSpec, TypeVar
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
 
 from messaging.inbound.services import RouteKind, inbound_deliver, recipient_route
+from messaging.offloop import in_thread
 
 logger = logging.getLogger(__name__)
 
 MAX_RECIPIENTS = 100  # per transaction: the minimum RFC 5321 requires; senders retry the rest later
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-CONNECTION_CHECK_SECONDS = 1.0
-_checked = threading.local()  # when each worker thread's connection is next checked
-
-
-def _in_thread(function: Callable[P, R]) -> Callable[P, Any]:
-    """Run an ORM call in a worker thread, with a healthy connection (as Django does around a request)."""
-
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        # Django checks the connection before each request (CONN_HEALTH_CHECKS) and replaces it once
-        # older than CONN_MAX_AGE. Checked before every call, that was one more round trip per message;
-        # once a second per thread still catches a connection that died while idle before it is used.
-        now = time.monotonic()
-        if now >= getattr(_checked, "next", 0.0):
-            close_old_connections()
-            _checked.next = now + CONNECTION_CHECK_SECONDS
-        try:
-            return function(*args, **kwargs)
-        except Exception:
-            close_old_connections()  # a connection that failed is dropped, not used for the next message
-            raise
-
-    return sync_to_async(run, thread_sensitive=False)
-
-
-_route = _in_thread(recipient_route)
-_deliver = _in_thread(inbound_deliver)
+_route = in_thread(recipient_route)
+_deliver = in_thread(inbound_deliver)
 
 
 class RecentRecipients:
