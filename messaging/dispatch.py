@@ -96,7 +96,7 @@ def _recipients(message: Message) -> dict[str, str]:
     """Envelope recipients (To, Cc, Bcc; a submission's own envelope), each address once:
     {as the suppression list keys it: as sent}."""
     recipients: dict[str, str] = {}
-    mailboxes = message.envelope_recipients if message.submitted else [*message.to, *message.cc, *message.bcc]
+    mailboxes = (message.envelope_recipients or []) if message.submitted else [*message.to, *message.cc, *message.bcc]
     for mailbox in mailboxes:
         recipients.setdefault(address_of(mailbox).lower(), bare_address(mailbox))
     return recipients

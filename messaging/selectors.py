@@ -92,23 +92,23 @@ def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRat
 
     Messages the retention purge deleted count through DailyMessageCount, at day resolution."""
     since = timezone.now() - timedelta(days=days)
-    sent = Q(direction=Direction.SENT)
-    totals = {"sent": Count("id"), "bounced": Count("id", filter=Q(status=Status.BOUNCED))}
-    totals["complained"] = Count("id", filter=Q(status=Status.COMPLAINED))
-    live = Message.objects.filter(sent, domain_id__in=domain_ids, created_at__gte=since)
-    archived = DailyMessageCount.objects.filter(sent, domain_id__in=domain_ids, day__gte=since.date())
-    archived_totals = {
-        "sent": Sum("count"),
-        "bounced": Sum("count", filter=Q(status=Status.BOUNCED)),
-        "complained": Sum("count", filter=Q(status=Status.COMPLAINED)),
-    }
+    sent, bounced, complained = Q(direction=Direction.SENT), Q(status=Status.BOUNCED), Q(status=Status.COMPLAINED)
+    live = (
+        Message.objects.filter(sent, domain_id__in=domain_ids, created_at__gte=since)
+        .values("domain_id")
+        .annotate(sent=Count("id"), bounced=Count("id", filter=bounced), complained=Count("id", filter=complained))
+        .order_by()
+    )
+    archived = (
+        DailyMessageCount.objects.filter(sent, domain_id__in=domain_ids, day__gte=since.date())
+        .values("domain_id")
+        .annotate(sent=Sum("count"), bounced=Sum("count", filter=bounced), complained=Sum("count", filter=complained))
+        .order_by()
+    )
     found = {domain_id: [0, 0, 0] for domain_id in domain_ids}
-    for rows in (
-        live.values("domain_id").annotate(**totals).order_by(),
-        archived.values("domain_id").annotate(**archived_totals).order_by(),
-    ):
-        for row in rows:
-            counts = found[row["domain_id"]]
-            for index, name in enumerate(("sent", "bounced", "complained")):
-                counts[index] += row[name] or 0
+    for row in [*live, *archived]:
+        counts = found[row["domain_id"]]
+        counts[0] += row["sent"] or 0
+        counts[1] += row["bounced"] or 0
+        counts[2] += row["complained"] or 0
     return {domain_id: DeliveryRates(*counts) for domain_id, counts in found.items()}

@@ -219,7 +219,7 @@ def submitted_wire(raw: bytes, *, message_id: str, date: datetime) -> bytes:
 
 def submitted_rendering(message: Message) -> RenderedMessage:
     """A stored submission ready to DKIM-sign: submitted_wire with the Message-ID and Date it was stored with."""
-    data = submitted_wire(bytes(message.raw), message_id=message.message_id_header, date=message.created_at)
+    data = submitted_wire(bytes(message.raw or b""), message_id=message.message_id_header, date=message.created_at)
     return RenderedMessage(
         data=data,
         message_id=message.message_id_header,

@@ -65,6 +65,12 @@ def smtp_reply(error: ApiError) -> str:
     return f"{status} {single_line(error.message)[:400]}"
 
 
+def _submitter(session: Session) -> Submitter:
+    """Who authenticated: aiosmtpd refuses MAIL before a successful AUTH (auth_required), whose data this is."""
+    assert isinstance(session.auth_data, Submitter)
+    return session.auth_data
+
+
 def _client_ip(session: Session) -> str:
     return str(session.peer[0]) if isinstance(session.peer, tuple) else str(session.peer)
 
@@ -90,7 +96,8 @@ class SubmissionSMTP(SMTP):
             return AuthResult(
                 success=False, handled=False, message=f"421 4.7.0 Too many requests; try again in {wait} s"
             )
-        credentials: LoginPassword = parsed.auth_data
+        credentials = parsed.auth_data
+        assert isinstance(credentials, LoginPassword)  # what _parsed hands back
         submitter = await _authenticate(login=credentials.login, password=credentials.password)
         if submitter is None:
             logger.info("submission: failed AUTH from %s", self.session.peer)
@@ -106,7 +113,7 @@ class SubmissionHandler:
     async def handle_MAIL(  # noqa: N802 - the aiosmtpd hook name
         self, server: SMTP, session: Session, envelope: Envelope, address: str, mail_options: list[str]
     ) -> str:
-        submitter: Submitter = session.auth_data
+        submitter = _submitter(session)
         wait = await _counted(ip=_client_ip(session))
         if wait is not None:
             return f"451 4.7.0 Too many requests; try again in {wait} s"
@@ -137,7 +144,7 @@ class SubmissionHandler:
         raw = envelope.original_content or b""  # bytes: the server runs with decode_data=False
         try:
             message = await _accept(
-                submitter=session.auth_data,
+                submitter=_submitter(session),
                 envelope_from=envelope.mail_from or "",
                 recipients=list(envelope.rcpt_tos),
                 raw=raw,
