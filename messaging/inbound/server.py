@@ -8,7 +8,6 @@ The ORM is synchronous, so each database step runs in a worker thread, off the e
 
 import asyncio
 import logging
-import signal
 import socket
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 from django.conf import settings
 
 from messaging.inbound.services import RouteKind, inbound_deliver, recipient_route
-from messaging.offloop import in_thread
+from messaging.smtpd import in_thread, serve_until_signalled
 
 logger = logging.getLogger(__name__)
 
@@ -108,10 +107,4 @@ async def serve(*, host: str, port: int, ready: Callable[[], None] = lambda: Non
         decode_data=False,
     )
     server = await loop.create_server(factory, host=host, port=port)
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    ready()
-    await stop.wait()
-    server.close()
-    await server.wait_closed()
+    await serve_until_signalled(server, ready=ready)

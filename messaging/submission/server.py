@@ -14,12 +14,11 @@ with email.send as the password; then the rules of POST /v1/send, as SMTP replie
 Every AUTH attempt and every message count against the API's per-client-IP limit, on the same
 counter. A message is answered 250 only after it is committed (with its `accepted` event), so
 a client that got 250 can forget it; dispatch then sends it exactly once, like an API send.
-Database and cache work runs in worker threads, off the event loop (messaging.offloop).
+Database and cache work runs in worker threads, off the event loop (messaging.smtpd).
 """
 
 import asyncio
 import logging
-import signal
 import socket
 import ssl
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from mailservice.errors import ApiError, ErrorCode
 from mailservice.mailbox import is_mailbox
 from mailservice.ratelimit import request_counted
 from messaging.mime import single_line
-from messaging.offloop import in_thread
+from messaging.smtpd import in_thread, serve_until_signalled
 from messaging.submission.services import (
     Submitter,
     submission_accept,
@@ -192,10 +191,4 @@ async def serve(
         tls=tls, implicit_tls=implicit_tls, allow_plaintext_auth=settings.MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH
     )
     server = await loop.create_server(factory, host=host, port=port, ssl=tls if implicit_tls else None)
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    ready()
-    await stop.wait()
-    server.close()
-    await server.wait_closed()
+    await serve_until_signalled(server, ready=ready)

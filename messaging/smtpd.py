@@ -1,7 +1,9 @@
-"""Database work of the asyncio SMTP servers (inbound, submission), done in worker threads.
+"""What the asyncio SMTP servers (inbound, submission) share: database work in worker threads (the ORM
+is synchronous: run on the event loop, one slow query would stall every session), and serving until
+a signal."""
 
-The ORM is synchronous: run on the event loop, one slow query would stall every session."""
-
+import asyncio
+import signal
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -36,3 +38,15 @@ def in_thread(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
             raise
 
     return sync_to_async(run, thread_sensitive=False)
+
+
+async def serve_until_signalled(server: asyncio.AbstractServer, *, ready: Callable[[], None]) -> None:
+    """Call `ready`, serve until SIGTERM or SIGINT, then stop accepting and let open sessions finish."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    ready()
+    await stop.wait()
+    server.close()
+    await server.wait_closed()
