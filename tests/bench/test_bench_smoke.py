@@ -22,7 +22,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         env={key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "DJANGO_"))},
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
     )
 
     assert done.returncode == 0, done.stderr[-3000:]
