@@ -160,6 +160,10 @@ SPECTACULAR_SETTINGS = {
 
 # --- The mail service itself ---------------------------------------------------------
 MAILSERVICE_RATE_LIMIT = env_str("MAILSERVICE_RATE_LIMIT", "120/m")
+# django-ratelimit answers "limited" when it cannot read its counter: with Redis down, and also when
+# a window's key expires between its add and its incr (the purge benchmark saw 10 such 429s in
+# 7 500 requests). A counter outage lets requests through instead, as the README says.
+RATELIMIT_FAIL_OPEN = True
 MAILSERVICE_TRUSTED_PROXIES = env_list("MAILSERVICE_TRUSTED_PROXIES", [])
 EMAIL_URL = env_str("EMAIL_URL")
 MAILSERVICE_OUTBOX_DIR = VAR_DIR / "outbox"

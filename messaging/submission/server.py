@@ -44,10 +44,6 @@ logger = logging.getLogger(__name__)
 
 MAX_RECIPIENTS = 50  # POST /v1/send's limit on to + cc + bcc
 
-_authenticate = in_thread(submission_authenticate)
-_sender_check = in_thread(submission_sender_check)
-_accept = in_thread(submission_accept)
-_counted = in_thread(request_counted)
 
 _REPLY_OF_CODE = {
     ErrorCode.SENDER_NOT_ALLOWED: "550 5.7.1",
@@ -72,6 +68,26 @@ def _submitter(session: Session) -> Submitter:
 
 def _client_ip(session: Session) -> str:
     return str(session.peer[0]) if isinstance(session.peer, tuple) else str(session.peer)
+
+
+def mail_refusal(*, ip: str, submitter: Submitter, envelope_from: str) -> str | None:
+    """MAIL FROM: the reply refusing it (over the request limit, or a sender the key may not use), else None.
+
+    The request count and the sender check in one call: one trip to a worker thread per message."""
+    wait = request_counted(ip=ip)
+    if wait is not None:
+        return f"451 4.7.0 Too many requests; try again in {wait} s"
+    try:
+        submission_sender_check(submitter=submitter, envelope_from=envelope_from)
+    except ApiError as error:
+        return smtp_reply(error)
+    return None
+
+
+_authenticate = in_thread(submission_authenticate)
+_mail_refusal = in_thread(mail_refusal)
+_accept = in_thread(submission_accept)
+_counted = in_thread(request_counted)
 
 
 class SubmissionSMTP(SMTP):
@@ -112,19 +128,15 @@ class SubmissionHandler:
     async def handle_MAIL(  # noqa: N802 - the aiosmtpd hook name
         self, server: SMTP, session: Session, envelope: Envelope, address: str, mail_options: list[str]
     ) -> str:
-        submitter = _submitter(session)
-        wait = await _counted(ip=_client_ip(session))
-        if wait is not None:
-            return f"451 4.7.0 Too many requests; try again in {wait} s"
         if not is_mailbox(address):
             return "553 5.1.7 The sender address is not an email address"
         try:
-            await _sender_check(submitter=submitter, envelope_from=address)
-        except ApiError as error:
-            return smtp_reply(error)
+            refusal = await _mail_refusal(ip=_client_ip(session), submitter=_submitter(session), envelope_from=address)
         except Exception:
             logger.exception("submission: could not check sender %s", address)
             return "451 4.3.0 Temporary failure, try again later"
+        if refusal is not None:
+            return refusal
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
         return "250 2.1.0 OK"
