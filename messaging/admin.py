@@ -24,7 +24,7 @@ def _mailbox_list(field: str, label: str) -> Callable[[Any, Message], str]:
 
     @admin.display(description=label)
     def column(admin_: Any, message: Message) -> str:
-        return ", ".join(getattr(message, field)) or "—"
+        return ", ".join(getattr(message, field) or []) or "—"
 
     return column
 
@@ -54,7 +54,17 @@ class MessageAdmin(admin.ModelAdmin):
         ("Timeline", {"fields": ["timeline"]}),
         (
             "Addresses",
-            {"fields": ["from_address", "recipients", "cc_list", "bcc_list", "reply_to_list", "envelope_from"]},
+            {
+                "fields": [
+                    "from_address",
+                    "recipients",
+                    "cc_list",
+                    "bcc_list",
+                    "reply_to_list",
+                    "envelope_from",
+                    "envelope_recipients_list",
+                ]
+            },
         ),
         ("Content", {"fields": ["subject", "template_used", "text_body", "html_body", "raw_source"]}),
         (
@@ -82,6 +92,7 @@ class MessageAdmin(admin.ModelAdmin):
     cc_list = _mailbox_list("cc", "Cc")
     bcc_list = _mailbox_list("bcc", "Bcc")
     reply_to_list = _mailbox_list("reply_to", "Reply-To")
+    envelope_recipients_list = _mailbox_list("envelope_recipients", "Envelope recipients (SMTP submission)")
 
     @admin.display(description="Events")
     def timeline(self, message: Message) -> str:
