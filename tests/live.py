@@ -500,9 +500,20 @@ def self_signed_certificate(directory: Path, *, host: str = "localhost") -> tupl
     return cert_path, key_path
 
 
+def _accepts_connections(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 @contextmanager
-def submission_smtp_server(**env: str) -> Iterator[int]:
+def submission_smtp_server(*, implicit_tls: bool = False, **env: str) -> Iterator[int]:
     """`manage.py run_submission_smtp` on a free loopback port; yields the port. Give it TLS files in `env`."""
     command = [sys.executable, "manage.py", "run_submission_smtp", "--host", "127.0.0.1", "--port", "{port}"]
-    with child_server(command, name="submission", ready=serves_smtp, env=env) as child:
+    ready = _accepts_connections if implicit_tls else serves_smtp
+    with child_server(
+        [*command, *(["--implicit-tls"] if implicit_tls else [])], name="submission", ready=ready, env=env
+    ) as child:
         yield child.port

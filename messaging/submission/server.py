@@ -21,6 +21,7 @@ import asyncio
 import logging
 import socket
 import ssl
+import warnings
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -199,6 +200,12 @@ async def serve(
 ) -> None:
     """Serve until SIGTERM or SIGINT, then stop accepting and let open sessions finish."""
     loop = asyncio.get_running_loop()
+    # aiosmtpd logs a warning on every AUTH about its own deprecated attribute, and, on every connection,
+    # that AUTH is taken without STARTTLS: with implicit TLS, TLS came first.
+    noise = ["Session.login_data is deprecated", *(["auth_require_tls"] if implicit_tls else [])]
+    logging.getLogger("mail.log").addFilter(lambda record: not any(text in record.getMessage() for text in noise))
+    if implicit_tls:
+        warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS", module="aiosmtpd")
     factory = smtp_factory(
         tls=tls, implicit_tls=implicit_tls, allow_plaintext_auth=settings.MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH
     )

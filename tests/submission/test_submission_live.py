@@ -192,6 +192,20 @@ def test_auth_is_refused_before_starttls(port, key):
         assert code == 530
 
 
+def test_with_implicit_tls_auth_is_taken_from_the_first_command(tls_files, client_tls, key):
+    with (
+        submission_smtp_server(implicit_tls=True, **server_env(tls_files)) as port,
+        smtplib.SMTP_SSL("127.0.0.1", port, context=client_tls, timeout=30) as smtp,
+    ):
+        smtp.ehlo()
+        assert "starttls" not in smtp.esmtp_features
+        assert auth(smtp, "LOGIN", "apikey", key.secret) == 235
+        assert (
+            smtp.sendmail(f"billing@{DOMAIN}", ["bob@example.org"], message().as_bytes(policy=email.policy.SMTP)) == {}
+        )
+    assert Message.objects.get().envelope_recipients == ["bob@example.org"]
+
+
 def test_mail_before_auth_is_refused(port, client_tls, key):
     with connect(port, client_tls) as smtp:
         code, _ = smtp.mail(f"billing@{DOMAIN}")
