@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install worker beat inbound migrate browser-test soak
+.PHONY: run test lint install worker beat inbound submission migrate browser-test soak
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,10 @@ test: install lint
 # The MX for verified domains and the return-path domain (bounces, complaints).
 inbound: install
 	$(BIN)/python manage.py run_inbound_smtp --host $${INBOUND_HOST:-127.0.0.1} --port $${INBOUND_PORT:-2525}
+
+# SMTP submission for applications (README, "SMTP submission"): needs MAILSERVICE_TLS_CERT_FILE/KEY_FILE.
+submission: install
+	$(BIN)/python manage.py run_submission_smtp --host $${SUBMISSION_HOST:-127.0.0.1} --port $${SUBMISSION_PORT:-2587}
 
 worker: install
 	$(BIN)/celery -A config worker --pool threads --concurrency 8 --loglevel INFO

@@ -137,11 +137,13 @@ def server(env: dict[str, str], *, workers: int) -> Iterator[str]:
 
 
 @contextmanager
-def discard_sink() -> Iterator["ChildServer"]:
-    """bench.sink (accepts and discards every message) in a process of its own."""
+def discard_sink(*, tls: tuple[str, str] | None = None) -> Iterator["ChildServer"]:
+    """bench.sink (accepts and discards every message) in a process of its own; STARTTLS with `tls` (cert, key)."""
     from tests.harness import child_server, serves_smtp
 
     command = [sys.executable, "-m", "bench.sink", "--port", "{port}"]
+    if tls is not None:
+        command += ["--tls-cert", tls[0], "--tls-key", tls[1]]
     with child_server(command, name="sink", ready=serves_smtp, env={}) as child:
         yield child
 

@@ -23,6 +23,7 @@ from domains.services import (
     domain_create,
     domain_mark_verified,
     domain_set_allowance,
+    domain_set_retention,
     normalize_domain_name,
     sending_pause,
     sending_resume,
@@ -150,7 +151,8 @@ class DomainAdmin(ConsoleModelAdmin):
 
     # --- add and change ---------------------------------------------------------------------
     def get_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
-        return ["name"] if obj is None else [*self.change_readonly[:5], "daily_allowance", *self.change_readonly[5:]]
+        editable = ["daily_allowance", "retention_days"]
+        return ["name"] if obj is None else [*self.change_readonly[:5], *editable, *self.change_readonly[5:]]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
         return [] if obj is None else self.change_readonly
@@ -163,6 +165,7 @@ class DomainAdmin(ConsoleModelAdmin):
     def save_model(self, request: HttpRequest, obj: Domain, form: forms.ModelForm, change: bool) -> None:
         if change:
             domain_set_allowance(domain=obj, allowance=form.cleaned_data["daily_allowance"])
+            domain_set_retention(domain=obj, days=form.cleaned_data["retention_days"])
             return
         adopt(obj, domain_create(name=form.cleaned_data["name"]))
 

@@ -1,3 +1,4 @@
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
 
@@ -30,6 +31,13 @@ class Domain(models.Model):
 
     daily_allowance = models.PositiveIntegerField(
         null=True, blank=True, help_text="Messages per UTC day; empty means unlimited"
+    )
+
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Days this domain's messages are kept; empty means MAILSERVICE_RETENTION_DAYS",
     )
 
     created_at = models.DateTimeField(auto_now_add=True)

@@ -148,6 +148,15 @@ def domain_set_allowance(*, domain: Domain, allowance: int | None) -> Domain:
     return domain
 
 
+def domain_set_retention(*, domain: Domain, days: int | None) -> Domain:
+    """Keep the domain's messages `days` days (None: MAILSERVICE_RETENTION_DAYS); the next purge applies it."""
+    if days is not None and days < 1:
+        raise ValidationFailed("Messages must be kept at least one day, or empty for the default")
+    domain.retention_days = days
+    domain.save(update_fields=["retention_days", "updated_at"])
+    return domain
+
+
 def _seconds_until_next_utc_day(now: datetime) -> int:
     tomorrow = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     return int((tomorrow - now).total_seconds()) + 1

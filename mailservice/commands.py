@@ -1,3 +1,4 @@
+import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -13,3 +14,10 @@ class ServiceCommand(BaseCommand):
             return super().execute(*args, **options)
         except ApiError as exc:
             raise CommandError(exc.message) from None
+
+
+def tcp_port(value: str) -> int:
+    """argparse type of a --port option."""
+    if not value.isdigit() or not 0 < int(value) < 65536:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a TCP port (1-65535)")
+    return int(value)

@@ -26,7 +26,7 @@ def _mailbox_list(field: str, label: str) -> Callable[[Any, Message], str]:
 
     @admin.display(description=label)
     def column(admin_: Any, message: Message) -> str:
-        return ", ".join(getattr(message, field)) or "—"
+        return ", ".join(getattr(message, field) or []) or "—"
 
     return column
 
@@ -57,7 +57,17 @@ class MessageAdmin(ConsoleModelAdmin):
         ("Timeline", {"fields": ["timeline"]}),
         (
             "Addresses",
-            {"fields": ["from_address", "recipients", "cc_list", "bcc_list", "reply_to_list", "envelope_from"]},
+            {
+                "fields": [
+                    "from_address",
+                    "recipients",
+                    "cc_list",
+                    "bcc_list",
+                    "reply_to_list",
+                    "envelope_from",
+                    "envelope_recipients_list",
+                ]
+            },
         ),
         ("Content", {"fields": ["subject", "template_used", "text_body", "html_body", "raw_source"]}),
         (
@@ -85,6 +95,7 @@ class MessageAdmin(ConsoleModelAdmin):
     cc_list = _mailbox_list("cc", "Cc")
     bcc_list = _mailbox_list("bcc", "Bcc")
     reply_to_list = _mailbox_list("reply_to", "Reply-To")
+    envelope_recipients_list = _mailbox_list("envelope_recipients", "Envelope recipients (SMTP submission)")
 
     @admin.display(description="ReportedOutcome per recipient")
     def recipient_outcomes(self, message: Message) -> str:

@@ -34,6 +34,7 @@ from messaging import sql
 from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.mime import UnsendableMessage, envelope_for, parsed_address, render_message
 from messaging.models import EventType, Message, MessageEvent, Status
+from messaging.submission.mime import submitted_rendering
 from messaging.suppressions import active_suppressions
 from messaging.transports import Connection, SendResult, transport
 
@@ -93,12 +94,14 @@ class SendOutcome:
 
 
 def _recipients(message: Message) -> dict[str, str]:
-    """Envelope recipients (To, Cc, Bcc), each address once: {as the suppression list keys it: as sent}.
+    """Envelope recipients (To, Cc, Bcc; a submission's own envelope), each address once:
+    {as the suppression list keys it: as sent}.
 
     Both come from the one parse of each address (`Address.key`, `Address.wire`), so no spelling
     of a suppressed address reaches the relay."""
     recipients: dict[str, str] = {}
-    for mailbox in [*message.to, *message.cc, *message.bcc]:
+    mailboxes = (message.envelope_recipients or []) if message.submitted else [*message.to, *message.cc, *message.bcc]
+    for mailbox in mailboxes:
         address = parsed_address(mailbox)
         recipients.setdefault(address.key, address.wire)
     return recipients
@@ -225,7 +228,7 @@ def _send_one(
         if not wire:
             error = "every recipient is on the suppression list"
             return SendOutcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
-        rendered = render_message(message)
+        rendered = submitted_rendering(message) if message.submitted else render_message(message)
         envelope = envelope_for(
             message=message, recipients=wire, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN
         )

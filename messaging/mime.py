@@ -146,17 +146,20 @@ def _subject(subject: str) -> str:
 def needs_smtputf8(message: Message) -> bool:
     """A non-ASCII local part can only travel as SMTPUTF8 (RFC 6531); domains become IDNA instead."""
     mailboxes = [message.from_address, *message.to, *message.cc, *message.bcc, *message.reply_to]
+    mailboxes += message.envelope_recipients or []
     return any(parsed_address(mailbox).smtputf8 for mailbox in mailboxes)
 
 
 def envelope_for(*, message: Message, recipients: list[str], return_path_domain: str | None) -> Envelope:
-    """MAIL FROM is the VERP return path when one is configured, else the From address.
+    """MAIL FROM is the VERP return path when one is configured, else the From address (the envelope
+    sender of a message submitted over SMTP).
 
     `recipients` are wire forms (`Address.wire`); the transport writes them between < > as they are."""
+    sender = message.envelope_from if message.submitted else message.from_address
     mail_from = (
         f"{verp_local_part(message.public_id)}@{canonical_domain(return_path_domain, trailing_dot=True)}"
         if return_path_domain
-        else parsed_address(message.from_address).wire
+        else parsed_address(sender).wire
     )
     return Envelope(mail_from=mail_from, recipients=recipients, smtputf8=needs_smtputf8(message))
 

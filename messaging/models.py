@@ -48,9 +48,15 @@ class Message(models.Model):
     last_error = models.TextField(blank=True)
     message_id_header = models.CharField(max_length=255, blank=True, help_text="The RFC 5322 Message-ID")
 
-    # Inbound messages keep what arrived on the wire.
+    # Received mail, and mail submitted over SMTP (messaging.submission), keep what arrived on the wire.
     envelope_from = models.TextField(blank=True)
     raw = models.BinaryField(null=True, blank=True, editable=False)
+    envelope_recipients = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Submitted over SMTP: the envelope recipients, who alone receive the message as submitted",
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -74,6 +80,11 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return self.public_id
+
+    @property
+    def submitted(self) -> bool:
+        """Submitted over SMTP: dispatched as its stored MIME rather than rendered from the fields."""
+        return self.envelope_recipients is not None
 
 
 class EventType(models.TextChoices):
@@ -155,3 +166,32 @@ class Suppression(models.Model):
     @property
     def expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+class DailyMessageCount(models.Model):
+    """Messages per domain, UTC day of creation, direction and status, of those the retention purge deleted.
+
+    Written by the purge (messaging.retention) in the transaction that deletes the messages, so
+    every message is counted either here or by its own row, never both: the console's figures
+    add the two and survive the purge. Only final statuses reach it (a message is purged weeks
+    after its last change).
+    """
+
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    direction = models.CharField(max_length=8, choices=Direction.choices)
+    status = models.CharField(max_length=10, choices=Status.choices)
+    count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # also serves the console's rates: a domain's counts since a day
+            models.UniqueConstraint(
+                fields=["domain", "day", "direction", "status"], name="daily_message_count_one_row"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.domain_id} {self.day} {self.direction} {self.status}: {self.count}"

@@ -2,13 +2,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core import signing
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from domains.models import Domain
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.mailbox import address_of
-from messaging.models import Direction, EventType, Message, Status
+from messaging.models import DailyMessageCount, Direction, EventType, Message, Status
 
 _CURSOR_SALT = "messaging.message_list.cursor"
 # Columns a list item needs: bodies and raw source stay on disk.
@@ -110,17 +110,30 @@ def delivery_rates_of_recent_sends(*, domain: Domain, hours: float, sends: int) 
 
 
 def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRates]:
-    """Bounced and complained shares of each domain's messages sent in the last `days` days, in one query."""
+    """Bounced and complained shares of each domain's messages sent in the last `days` days, in one query.
+
+    Messages the retention purge deleted count through DailyMessageCount, at day resolution."""
     since = timezone.now() - timedelta(days=days)
-    rows = (
-        Message.objects.filter(domain_id__in=domain_ids, direction=Direction.SENT, created_at__gte=since)
-        .values("domain_id")  # one row per domain
-        .annotate(**DELIVERY_COUNTS)
-        .values_list("domain_id", *DELIVERY_COUNTS)
+    sent, bounced, complained = Q(direction=Direction.SENT), Q(status=Status.BOUNCED), Q(status=Status.COMPLAINED)
+    live = (
+        Message.objects.filter(sent, domain_id__in=domain_ids, created_at__gte=since)
+        .values("domain_id")
+        .annotate(sent=Count("id"), bounced=Count("id", filter=bounced), complained=Count("id", filter=complained))
+        .order_by()
     )
-    empty = DeliveryRates(sent=0, bounced=0, complained=0)
-    found = {domain_id: DeliveryRates(*counts) for domain_id, *counts in rows}
-    return {domain_id: found.get(domain_id, empty) for domain_id in domain_ids}
+    archived = (
+        DailyMessageCount.objects.filter(sent, domain_id__in=domain_ids, day__gte=since.date())
+        .values("domain_id")
+        .annotate(sent=Sum("count"), bounced=Sum("count", filter=bounced), complained=Sum("count", filter=complained))
+        .order_by()
+    )
+    found = {domain_id: [0, 0, 0] for domain_id in domain_ids}
+    for row in live.union(archived, all=True):
+        counts = found[row["domain_id"]]
+        counts[0] += row["sent"] or 0
+        counts[1] += row["bounced"] or 0
+        counts[2] += row["complained"] or 0
+    return {domain_id: DeliveryRates(*counts) for domain_id, counts in found.items()}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from domains.models import Domain
 from domains.sending import global_paused, send_refusal, sending_paused_error
 from domains.services import allowance_consume
 from mailservice.errors import ErrorCode, PermissionDenied
-from mailservice.mailbox import parse_address
+from mailservice.mailbox import InvalidAddress, parse_address
 from messaging import sql
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.tasks import dispatch_enqueue
@@ -38,8 +38,12 @@ class SendRequest:
 
 
 def _is_on_domain(mailbox: str, domain: Domain) -> bool:
-    """The sender's canonical domain is the key's (a Unicode domain matches its stored A-label form)."""
-    return parse_address(mailbox).domain == domain.name
+    """The sender's canonical domain is the key's (a Unicode domain matches its stored A-label form).
+    An address that cannot be sent as written (a submitted From: the API refuses those earlier) is on no domain."""
+    try:
+        return parse_address(mailbox).domain == domain.name
+    except InvalidAddress:
+        return False
 
 
 def message_send(*, domain: Domain, request: SendRequest) -> Message:
@@ -55,15 +59,7 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         rendered = template_render(version=version, variables=request.template.variables, subject=request.subject)
         subject, text, html = rendered.subject, rendered.text, rendered.html
 
-    if not _is_on_domain(request.from_address, domain):
-        raise PermissionDenied(
-            f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
-        )
-    # The domain was read with the key, in this request; the global switch is read where the
-    # message is stored, below.
-    refusal = send_refusal(domain=domain)
-    if refusal is not None:
-        raise refusal
+    send_permitted(domain=domain, from_address=request.from_address)
 
     message = Message(
         domain=domain,
@@ -81,6 +77,27 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         template_version=version.number if version else None,
         next_attempt_at=timezone.now(),
     )
+    return message_store(domain=domain, message=message)
+
+
+def send_permitted(*, domain: Domain, from_address: str) -> None:
+    """The checks every send makes before storing, in the spec's order: the sender on the key's
+    domain (403), the domain verified (400), the domain's own pause (503).
+
+    `domain` is the one read with the key in this request; the global switch is checked by
+    message_store, in the statement that stores the message."""
+    if not _is_on_domain(from_address, domain):
+        raise PermissionDenied(
+            f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
+        )
+    refusal = send_refusal(domain=domain)
+    if refusal is not None:
+        raise refusal
+
+
+def message_store(*, domain: Domain, message: Message) -> Message:
+    """Store an unsaved `accepted` message of `domain` with its `accepted` event, counted against
+    the daily allowance (429) unless sending is paused globally (503); dispatch starts on commit."""
     if sql.available():
         sql.message_send_in_one_statement(domain, message)
     else:

@@ -8,12 +8,12 @@ from django.conf import settings
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django_ratelimit.core import get_usage
 
 from mailservice.api.clientip import client_ip
 from mailservice.api.exceptions import error_body, error_response, request_id_of
 from mailservice.console import refuse
 from mailservice.errors import CODE_OF_STATUS, ErrorCode
+from mailservice.ratelimit import request_counted
 
 logger = logging.getLogger(__name__)
 
@@ -79,14 +79,11 @@ class ApiErrorMiddleware:
         return error_response(request, ErrorCode.INTERNAL_ERROR, "An unexpected error occurred; quote the request id")
 
 
-def _client_ip_key(_group: str, request: HttpRequest) -> str:
-    return client_ip(request)
-
-
 class RateLimitMiddleware:
     """MAILSERVICE_RATE_LIMIT per client IP across every API request, counted before authentication.
 
-    The counter lives in the cache, so with REDIS_URL set all web processes share it.
+    The counter lives in the cache (mailservice.ratelimit), so with REDIS_URL set all web processes
+    and the submission SMTP server share it.
     """
 
     def __init__(self, get_response: GetResponse) -> None:
@@ -95,19 +92,13 @@ class RateLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not request.path.startswith("/v1/"):
             return self.get_response(request)
-        try:
-            usage = get_usage(
-                request, group="api", key=_client_ip_key, rate=settings.MAILSERVICE_RATE_LIMIT, increment=True
-            )
-        except Exception:  # noqa: BLE001 - a cache outage must not take the API down with it
-            logger.warning("rate limit counter unavailable; request let through", exc_info=True)
-            usage = None
-        if usage is not None and usage["should_limit"]:
+        wait = request_counted(ip=client_ip(request))
+        if wait is not None:
             return error_response(
                 request,
                 ErrorCode.RATE_LIMITED,
                 "Too many requests; wait before retrying",
-                headers={"Retry-After": str(max(1, int(usage["time_left"])))},
+                headers={"Retry-After": str(wait)},
             )
         if request.method == "POST":
             if "wsgi.input" in request.META and not request.META.get("CONTENT_LENGTH"):

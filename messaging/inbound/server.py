@@ -18,58 +18,28 @@ is configured (mailservice.tls).
 import asyncio
 import logging
 import re
-import signal
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import DataError, close_old_connections
+from django.db import DataError
 
 from messaging.inbound.parsing import UnparsableMessage
 from messaging.inbound.services import RouteKind, inbound_deliver, recipient_route
+from messaging.smtpd import in_thread, serve_until_signalled, with_connection
 
 logger = logging.getLogger(__name__)
 
 MAX_RECIPIENTS = 100  # per transaction: the minimum RFC 5321 requires; senders retry the rest later
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-CONNECTION_CHECK_SECONDS = 1.0
-_checked = threading.local()  # when each worker thread's connection is next checked
-
-
-def _with_connection(function: Callable[P, R]) -> Callable[P, R]:
-    """An ORM call made with a healthy connection (as Django does around a request), in a worker thread."""
-
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        # Django checks the connection before each request (CONN_HEALTH_CHECKS) and replaces it once
-        # older than CONN_MAX_AGE. Checked before every call, that was one more round trip per message;
-        # once a second per thread still catches a connection that died while idle before it is used.
-        now = time.monotonic()
-        if now >= getattr(_checked, "next", 0.0):
-            close_old_connections()
-            _checked.next = now + CONNECTION_CHECK_SECONDS
-        try:
-            return function(*args, **kwargs)
-        except Exception:
-            close_old_connections()  # a connection that failed is dropped, not used for the next message
-            raise
-
-    return run
-
-
-_route = sync_to_async(_with_connection(recipient_route), thread_sensitive=False)
-_deliver = _with_connection(inbound_deliver)
+_route = in_thread(recipient_route)
+_deliver = with_connection(inbound_deliver)
 
 
 class RecentRecipients:
@@ -247,11 +217,5 @@ async def serve(
         decode_data=False,
     )
     server = await loop.create_server(factory, host=host, port=port)
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    ready()
-    await stop.wait()
-    server.close()
-    await server.wait_closed()
+    await serve_until_signalled(server, ready=ready)
     handler.pool.shutdown(wait=True)

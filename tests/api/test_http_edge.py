@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.harness import BIN, LOG_DIR, ROOT, _answers, child_env, free_port, wait_until, web_server
+from tests.harness import BIN, LOG_DIR, ROOT, answers_http, child_env, free_port, wait_until, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +43,7 @@ def procfile_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[s
         )
         try:
             url = f"http://127.0.0.1:{port}"
-            wait_until(lambda: _answers(f"{url}/v1/openapi.json"), timeout=60, message=f"Procfile web ({log.name})")
+            wait_until(lambda: answers_http(f"{url}/v1/openapi.json"), timeout=60, message=f"Procfile web ({log.name})")
             yield url
         finally:
             os.killpg(process.pid, signal.SIGTERM)

@@ -176,6 +176,24 @@ def test_a_negative_allowance_is_a_form_error(operator, domain):
     assert b"errorlist" in response.content
 
 
+@pytest.mark.parametrize(("entered", "kept"), [("7", 7), ("", None)])
+def test_the_retention_is_editable_and_empty_means_the_default(operator, domain, entered, kept):
+    domain.retention_days = 90
+    domain.save()
+    response = operator.post(f"{LIST}{domain.pk}/change/", {"retention_days": entered})
+
+    assert response.status_code == 302
+    domain.refresh_from_db()
+    assert domain.retention_days == kept
+
+
+def test_a_retention_under_one_day_is_a_form_error(operator, domain):
+    response = operator.post(f"{LIST}{domain.pk}/change/", {"retention_days": "0"})
+
+    assert response.status_code == 200
+    assert b"errorlist" in response.content
+
+
 def test_pausing_a_domain_asks_for_a_reason_and_records_who(operator, domain):
     url = f"{LIST}{domain.pk}/pause/"
     assert b'name="reason"' in operator.get(url).content

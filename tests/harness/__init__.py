@@ -16,11 +16,14 @@ from tests.harness.servers import (
     RedisServer,
     Startable,
     WebProcess,
+    answers_http,
     celery_worker,
     child_server,
     inbound_smtp_server,
     redis_server,
     running,
+    self_signed_certificate,
+    submission_smtp_server,
     web_server,
 )
 from tests.harness.smtp import Received, SinkBehaviour, SmtpSink, serves_smtp, smtp_sink
@@ -41,6 +44,7 @@ __all__ = [
     "SmtpSink",
     "Startable",
     "WebProcess",
+    "answers_http",
     "celery_worker",
     "child_env",
     "child_server",
@@ -49,8 +53,10 @@ __all__ = [
     "inbound_smtp_server",
     "redis_server",
     "running",
+    "self_signed_certificate",
     "serves_smtp",
     "smtp_sink",
+    "submission_smtp_server",
     "wait_until",
     "web_server",
 ]

@@ -3,6 +3,7 @@ redis-server and a private PostgreSQL cluster. Each child is a ChildProcess."""
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -38,7 +39,7 @@ def running(server: S) -> Iterator[S]:
         server.stop()
 
 
-def _answers(url: str) -> bool:
+def answers_http(url: str) -> bool:
     try:
         httpx.get(url, timeout=1)
     except httpx.TransportError:
@@ -69,7 +70,7 @@ WEB_COMMAND = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}
 
 
 def _serves_openapi(port: int) -> bool:
-    return _answers(f"http://127.0.0.1:{port}/v1/openapi.json")
+    return answers_http(f"http://127.0.0.1:{port}/v1/openapi.json")
 
 
 @contextmanager
@@ -222,3 +223,60 @@ class PostgresCluster:
         with suppress(subprocess.CalledProcessError):
             self.pg_ctl("stop")
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def self_signed_certificate(directory: Path, *, host: str = "localhost") -> tuple[Path, Path]:
+    """A fresh self-signed certificate for `host` (and 127.0.0.1) and its key, as PEM files in `directory`:
+    what the servers under test (and a relay standing in for a stock Postfix) are given."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(host), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        # Its own CA, as `make-ssl-cert` makes a fresh Postfix's: a client can be told to trust it.
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def _accepts_connections(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+@contextmanager
+def submission_smtp_server(*, implicit_tls: bool = False, **env: str) -> Iterator[int]:
+    """`manage.py run_submission_smtp` on a free loopback port; yields the port. Give it TLS files in `env`."""
+    command = [sys.executable, "manage.py", "run_submission_smtp", "--host", "127.0.0.1", "--port", "{port}"]
+    ready = _accepts_connections if implicit_tls else serves_smtp
+    with child_server(
+        [*command, *(["--implicit-tls"] if implicit_tls else [])], name="submission", ready=ready, env=env
+    ) as child:
+        yield child.port

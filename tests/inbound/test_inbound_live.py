@@ -11,8 +11,8 @@ from django.db import connection, transaction
 
 from apikeys.models import ApiKey
 from domains.models import Domain
-from messaging.inbound.server import CONNECTION_CHECK_SECONDS
 from messaging.models import EventType, Message, Status, Suppression
+from messaging.smtpd import CONNECTION_CHECK_SECONDS
 from tests.factories import DomainFactory, MessageFactory
 from tests.harness import current_database_url, inbound_smtp_server, web_server
 from tests.inbound.mail import RETURN_PATH_DOMAIN, arf, dsn, plain_mail, verp_address, wire_bytes

@@ -1,23 +1,17 @@
 """Permanent refusals are permanent (5xx, one log line, no traceback), and STARTTLS with the configured certificate."""
 
-import datetime
 import smtplib
 import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from django.core.exceptions import ImproperlyConfigured
 
 from mailservice.tls import server_tls_context
 from messaging.models import Message
-from tests.harness import ROOT, child_env, child_server, serves_smtp
+from tests.harness import ROOT, child_env, child_server, self_signed_certificate, serves_smtp
 
 INBOUND = [sys.executable, "manage.py", "run_inbound_smtp", "--host", "127.0.0.1", "--port", "{port}"]
 DEEP_MIME = b"From: a@example.org\r\nTo: help@acme.example.com\r\nSubject: deep\r\n" + b"".join(
@@ -72,31 +66,9 @@ def test_escape_charsets_are_decoded_into_storable_text(inbound, domain):
     assert (stored.subject, stored.text) == ("ab", "\\x00\\ud800 body\r\n")
 
 
-def self_signed(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mx.example.test")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_file, key_file
-
-
 def test_the_tls_context_is_off_when_unset_and_loads_the_configured_certificate(settings, tmp_path):
     assert server_tls_context() is None
-    settings.MAILSERVICE_TLS_CERT_FILE, settings.MAILSERVICE_TLS_KEY_FILE = map(str, self_signed(tmp_path))
+    settings.MAILSERVICE_TLS_CERT_FILE, settings.MAILSERVICE_TLS_KEY_FILE = map(str, self_signed_certificate(tmp_path))
     assert isinstance(server_tls_context(), ssl.SSLContext)
     settings.MAILSERVICE_TLS_KEY_FILE = str(tmp_path / "missing.pem")
     with pytest.raises(ImproperlyConfigured, match="missing.pem"):
@@ -106,7 +78,7 @@ def test_the_tls_context_is_off_when_unset_and_loads_the_configured_certificate(
 @pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_the_inbound_server_offers_starttls_with_the_configured_certificate(domain, tmp_path):
-    cert_file, key_file = self_signed(tmp_path)
+    cert_file, key_file = self_signed_certificate(tmp_path)
     env = {"MAILSERVICE_TLS_CERT_FILE": str(cert_file), "MAILSERVICE_TLS_KEY_FILE": str(key_file)}
     client = ssl.create_default_context(cafile=str(cert_file))
     client.check_hostname = False

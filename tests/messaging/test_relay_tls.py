@@ -1,8 +1,6 @@
 """Relay TLS as operators need it: a relay that requires STARTTLS with a self-signed certificate
 (stock Debian Postfix) is reached with the documented EMAIL_URL options; bad options stop start-up."""
 
-import datetime
-import ipaddress
 import ssl
 from collections.abc import Iterator
 from datetime import timedelta
@@ -10,10 +8,6 @@ from pathlib import Path
 
 import pytest
 from aiosmtpd.controller import Controller
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
@@ -21,40 +15,15 @@ from messaging.dispatch import dispatch_batch
 from messaging.models import Message, Status
 from messaging.transports import RelayConfig
 from tests.factories import MessageFactory
-from tests.harness import SmtpSink, free_port
+from tests.harness import SmtpSink, free_port, self_signed_certificate
 
 pytestmark = pytest.mark.django_db
-
-
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 signed by its own key, as `make-ssl-cert` gives a fresh Postfix."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "relay.test")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "relay.pem", directory / "relay.key"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
 
 
 @pytest.fixture
 def starttls_relay(tmp_path) -> Iterator[tuple[SmtpSink, Path]]:
     """An aiosmtpd relay that refuses mail until STARTTLS, with a self-signed certificate."""
-    cert_path, key_path = _self_signed(tmp_path)
+    cert_path, key_path = self_signed_certificate(tmp_path)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_path, key_path)
     sink = SmtpSink()
@@ -105,7 +74,7 @@ def test_starttls_off_never_upgrades(settings, starttls_relay):
 
 
 def test_the_options_are_read_into_the_relay_config(tmp_path):
-    cert, _ = _self_signed(tmp_path)
+    cert, _ = self_signed_certificate(tmp_path)
 
     config = RelayConfig.from_url(f"smtp://relay.example.com?starttls=off&verify=no&ca_file={cert}")
 

@@ -19,7 +19,7 @@ from django.core.cache import cache
 from django.test import RequestFactory
 from django_ratelimit.core import get_usage
 
-from mailservice.api.middleware import _client_ip_key
+from mailservice.ratelimit import client_key
 from messaging.models import Message, Status
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.harness import FAST_DISPATCH, CeleryWorker, SmtpSink, celery_worker, smtp_sink, wait_until, web_server
@@ -35,7 +35,7 @@ def wait_for_a_fresh_rate_window(rate: str, *, needed: float) -> None:
     django-ratelimit's window ends after the whole second `time_left` counts down to (a window with
     0 left still takes counts for up to a second), so the wait runs a second past it."""
     request = RequestFactory().get("/v1/messages", REMOTE_ADDR="127.0.0.1")
-    left = get_usage(request, group="api", key=_client_ip_key, rate=rate, increment=False)["time_left"]
+    left = get_usage(request, group="api", key=client_key, rate=rate, increment=False)["time_left"]
     if left < needed:
         time.sleep(left + 1.05)
 

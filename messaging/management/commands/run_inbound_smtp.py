@@ -1,4 +1,3 @@
-import argparse
 import asyncio
 from typing import Any
 
@@ -6,14 +5,9 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from mailservice.commands import tcp_port
 from mailservice.tls import server_tls_context
 from messaging.inbound.server import serve
-
-
-def _port(value: str) -> int:
-    if not value.isdigit() or not 0 < int(value) < 65536:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a TCP port (1-65535)")
-    return int(value)
 
 
 class Command(BaseCommand):
@@ -21,7 +15,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="Address to listen on (default 127.0.0.1)")
-        parser.add_argument("--port", type=_port, default=2525, help="Port to listen on (default 2525)")
+        parser.add_argument("--port", type=tcp_port, default=2525, help="Port to listen on (default 2525)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         host, port = options["host"], options["port"]

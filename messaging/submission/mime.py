@@ -1,0 +1,228 @@
+"""A submitted message's header block: read once at DATA, rewritten minimally for dispatch.
+
+Hostile input is the normal case, so nothing here backtracks or recurses: the header block is
+found within MAX_HEADER_BYTES, split into fields in one pass, and address lists are split by a
+single left-to-right scan (quotes, angle brackets, comments, groups). Anything malformed is a
+SubmissionMalformed whose message the server sends back in a 5xx reply. The body is not parsed
+here (the text/plain part is found by the inbound parser's compat32 walk, which never raises).
+
+For dispatch the message goes out as submitted: the header block loses its Bcc fields and gains a
+Message-ID and a Date when it has none; the body is not touched.
+"""
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from email.utils import format_datetime
+
+from mailservice.errors import ErrorCode, ValidationFailed
+from mailservice.mailbox import is_mailbox
+from messaging.inbound.parsing import decode_header_value, storable
+from messaging.mime import RenderedMessage, needs_smtputf8, parsed_address, single_line
+from messaging.models import Message
+
+MAX_HEADER_BYTES = 256 * 1024
+MAX_HEADER_FIELDS = 500
+# RFC 2047 words are decoded only in values up to this long: the standard library's decoder
+# rescans the rest of the value from every `=?`, quadratic in a hostile header.
+MAX_DECODED = 4096
+MAX_ADDRESSES = 200  # per header: To and Cc carry at most the 50 recipients, with room for groups
+
+_FIELD_NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]+")  # RFC 5322 2.2: printable ASCII but colon
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
+_LINE_END = re.compile(rb"\r?\n")
+_BARE_LF = re.compile(rb"(?<!\r)\n")
+
+
+class SubmissionMalformed(ValidationFailed):
+    """The submitted message cannot be read; answered with a 5xx naming what is wrong."""
+
+    code = ErrorCode.VALIDATION_ERROR
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str  # lower-case
+    value: str  # unfolded; 8-bit bytes kept as surrogate escapes, RFC 2047 words not decoded yet
+
+
+@dataclass(frozen=True)
+class SubmittedHeaders:
+    from_address: str  # a spec Mailbox: `addr` or `Display <addr>`
+    to: list[str]
+    cc: list[str]
+    subject: str
+    message_id: str  # as submitted, '' when missing
+    has_date: bool
+
+
+def _split_head(raw: bytes) -> tuple[bytes, bytes]:
+    """(header block, separator and body); a message without a blank line is all header."""
+    found = _HEADER_END.search(raw, 0, MAX_HEADER_BYTES + 4)
+    if found is None:
+        if len(raw) > MAX_HEADER_BYTES:
+            raise SubmissionMalformed(f"the header block is longer than {MAX_HEADER_BYTES} bytes")
+        return raw.removesuffix(b"\n").removesuffix(b"\r"), b""
+    return raw[: found.start()], raw[found.start() :]
+
+
+def _raw_fields(head: bytes) -> list[tuple[bytes, list[bytes]]]:
+    """[(name, its lines as they are, without line endings)] in order; refuses what is not a field."""
+    fields: list[tuple[bytes, list[bytes]]] = []
+    for number, line in enumerate(_LINE_END.split(head), start=1):
+        if line[:1] in (b" ", b"\t"):
+            if not fields:
+                raise SubmissionMalformed("the first header line is a continuation line")
+            fields[-1][1].append(line)
+            continue
+        name, colon, _ = line.partition(b":")
+        if not colon or not _FIELD_NAME.fullmatch(name):
+            shown = line[:40].decode("ascii", "replace")
+            raise SubmissionMalformed(f"header line {number} is not a header field: {single_line(shown)!r}")
+        fields.append((name, [line]))
+        if len(fields) > MAX_HEADER_FIELDS:
+            raise SubmissionMalformed(f"more than {MAX_HEADER_FIELDS} header fields")
+    return fields
+
+
+def header_fields(raw: bytes) -> list[Field]:
+    head, _ = _split_head(raw)
+    fields = []
+    for name, lines in _raw_fields(head):
+        value = b" ".join(line.strip(b" \t") for line in lines).partition(b":")[2]
+        fields.append(Field(name.decode("ascii").lower(), value.decode("utf-8", "surrogateescape")))
+    return fields
+
+
+def split_addresses(value: str) -> list[tuple[str, str]]:
+    """[(display text, address)] of an RFC 5322 address list, in one left-to-right pass.
+
+    Commas inside quotes, angle brackets and comments do not split; comments are dropped; a group
+    (`name: a, b;`) contributes its members. Each item is `display <address>` or a bare address."""
+    items: list[tuple[str, str]] = []
+    display: list[str] = []
+    address: list[str] = []
+    quoted = escaped = False
+    angle = comment = 0
+    bracketed = False
+
+    def close() -> None:
+        nonlocal bracketed
+        text = "".join(address if bracketed else display).strip()
+        name = " ".join("".join(display).split()) if bracketed else ""
+        if text:
+            items.append((name, text))
+        display.clear()
+        address.clear()
+        bracketed = False
+
+    for char in value:
+        if escaped:
+            (address if angle else display).append(char)
+            escaped = False
+        elif quoted:
+            if char == "\\":
+                escaped = True
+            elif char == '"':
+                quoted = False
+            else:
+                (address if angle else display).append(char)
+        elif comment:
+            comment += {"(": 1, ")": -1}.get(char, 0)
+        elif char == "(":
+            comment = 1
+        elif char == '"':
+            quoted = True
+        elif char == "<":
+            angle, bracketed = 1, True
+        elif char == ">":
+            angle = 0
+        elif angle:
+            address.append(char)
+        elif char == ":":
+            display.clear()  # a group's name
+        elif char in ",;":
+            close()
+        else:
+            display.append(char)
+        if len(items) > MAX_ADDRESSES:
+            raise SubmissionMalformed(f"more than {MAX_ADDRESSES} addresses in one header")
+    if quoted or angle:
+        raise SubmissionMalformed("an address list has an unclosed quote or angle bracket")
+    close()
+    return items
+
+
+def _text(value: str) -> str:
+    """Storable text: undecodable bytes replaced, no NUL, no RFC 2047 decoding."""
+    return storable(value.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+
+
+def _decoded(value: str) -> str:
+    """A header value as text, RFC 2047 words decoded when it is short enough (MAX_DECODED)."""
+    return storable(decode_header_value(value)) if len(value) <= MAX_DECODED else _text(value).strip()
+
+
+def _mailboxes(name: str, value: str) -> list[str]:
+    """The addresses of an address header as spec Mailboxes (`Display <addr>` or `addr`)."""
+    mailboxes = []
+    for display, raw_address in split_addresses(value):
+        address = _text(raw_address)
+        if not is_mailbox(address):
+            raise SubmissionMalformed(f"{name}: {single_line(address)[:100]!r} is not an email address")
+        text = " ".join(single_line(_decoded(display)).replace("<", " ").replace(">", " ").split())
+        mailbox = f"{text} <{address}>" if text else address
+        mailboxes.append(mailbox if is_mailbox(mailbox) else address)
+    return mailboxes
+
+
+def parse_submitted(raw: bytes) -> SubmittedHeaders:
+    """The fields a submitted message is stored and listed with; SubmissionMalformed when it cannot be read."""
+    fields = header_fields(raw)
+    by_name: dict[str, list[str]] = {}
+    for field in fields:
+        by_name.setdefault(field.name, []).append(field.value)
+    froms = by_name.get("from", [])
+    if len(froms) != 1:
+        raise SubmissionMalformed("the message must have exactly one From header")
+    senders = _mailboxes("From", froms[0])
+    if len(senders) != 1:
+        raise SubmissionMalformed("From must hold exactly one address")
+    message_ids = by_name.get("message-id", [])
+    return SubmittedHeaders(
+        from_address=senders[0],
+        to=[mailbox for value in by_name.get("to", []) for mailbox in _mailboxes("To", value)],
+        cc=[mailbox for value in by_name.get("cc", []) for mailbox in _mailboxes("Cc", value)],
+        subject=_decoded(by_name.get("subject", [""])[0]),
+        message_id=single_line(_text(message_ids[0])).strip() if message_ids else "",
+        has_date="date" in by_name,
+    )
+
+
+def submitted_wire(raw: bytes, *, message_id: str, date: datetime) -> bytes:
+    """The stored submission as it goes out: CRLF line endings, no Bcc field, and a Message-ID
+    and a Date added at the end of the header block when it has none. The body is untouched."""
+    head, rest = _split_head(raw)
+    kept: list[bytes] = []
+    present: set[bytes] = set()
+    for name, lines in _raw_fields(head):
+        lowered = name.lower()
+        present.add(lowered)
+        if lowered != b"bcc":
+            kept += lines
+    if b"message-id" not in present:
+        kept.append(f"Message-ID: {message_id}".encode())
+    if b"date" not in present:
+        kept.append(f"Date: {format_datetime(date)}".encode())
+    return _BARE_LF.sub(b"\r\n", b"\r\n".join(kept) + (rest or b"\r\n\r\n"))
+
+
+def submitted_rendering(message: Message) -> RenderedMessage:
+    """A stored submission ready to DKIM-sign: submitted_wire with the Message-ID and Date it was stored with."""
+    data = submitted_wire(bytes(message.raw or b""), message_id=message.message_id_header, date=message.created_at)
+    return RenderedMessage(
+        data=data,
+        message_id=message.message_id_header,
+        sender_domain=parsed_address(message.from_address).domain,
+        smtputf8=needs_smtputf8(message),
+    )
