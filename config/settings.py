@@ -9,10 +9,15 @@ import secrets
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
 
 from config.env import database_from_url, env_bool, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# KEY=value lines for whatever the real environment does not set: `make run` writes a development
+# .env, so `.venv/bin/python manage.py …`, `make worker` and honcho use the same settings. The test
+# settings point this at /dev/null, so a checkout's .env never leaks into the suite.
+load_dotenv(env_str("MAILSERVICE_ENV_FILE", str(BASE_DIR / ".env")), override=False)
 VAR_DIR = Path(env_str("MAILSERVICE_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)

@@ -2,6 +2,7 @@
 
 import os
 
+os.environ.setdefault("MAILSERVICE_ENV_FILE", os.devnull)
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
 
 from config.settings import *  # noqa: E402,F403
