@@ -5,13 +5,18 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_create, apikey_revoke
-from mailservice.console import adopt
+from mailservice.console import adopt, refuse
+
+# The session key that carries a new key's secret from the add POST to the one page that shows it.
+_SESSION_SECRET = "apikeys_created_secret"  # noqa: S105 - a session key name, not a secret
 
 
 class ApiKeyAddForm(forms.ModelForm):
@@ -94,12 +99,58 @@ class ApiKeyAdmin(admin.ModelAdmin):
         adopt(obj, created.api_key)
         obj.secret = created.secret  # for response_add only; never saved
 
+    def get_urls(self) -> list[URLPattern]:
+        own = [
+            path("<int:pk>/created/", self.admin_site.admin_view(self.created_view), name="apikeys_apikey_created"),
+            path("<int:pk>/revoke/", self.admin_site.admin_view(self.revoke_view), name="apikeys_apikey_revoke"),
+        ]
+        return own + super().get_urls()
+
     def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
-        """The one page that ever shows the secret: rendered in reply to the POST, not behind a redirect."""
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "API key created", "key": obj}
+        """POST-redirect-GET: the secret rides in the operator's session to exactly one page view.
+
+        The created page takes it out of the session as it renders, so a reload shows no secret and
+        mints no second key; the session row holds it only between the redirect and that GET.
+        """
+        request.session[_SESSION_SECRET] = {"pk": obj.pk, "secret": obj.secret}
+        return HttpResponseRedirect(reverse("admin:apikeys_apikey_created", args=[obj.pk]))
+
+    def created_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        if not self.has_add_permission(request):
+            return refuse(request, "Your account cannot create API keys.")
+        api_key = get_object_or_404(ApiKey.objects.select_related("domain"), pk=pk)
+        shown = request.session.pop(_SESSION_SECRET, None)
+        api_key.secret = shown["secret"] if shown and shown["pk"] == api_key.pk else None
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "API key created",
+            "key": api_key,
+        }
         response = TemplateResponse(request, "admin/apikeys/apikey/created.html", context)
         response["Cache-Control"] = "no-store"
         return response
+
+    def revoke_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """The key's own Revoke button: a confirmation page (GET), then the revocation (POST)."""
+        api_key = get_object_or_404(ApiKey.objects.select_related("domain"), pk=pk)
+        if not self.has_change_permission(request, api_key):
+            return refuse(request, "Your account cannot revoke API keys.")
+        change_url = reverse("admin:apikeys_apikey_change", args=[api_key.pk])
+        if request.method == "POST":
+            if api_key.revoked_at is None:
+                apikey_revoke(api_key=api_key)
+                self.log_change(request, api_key, "Revoked")
+            self.message_user(request, f"Key {api_key} is revoked; requests with it now get 401.", messages.SUCCESS)
+            return HttpResponseRedirect(change_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Revoke this API key?",
+            "key": api_key,
+            "change_url": change_url,
+        }
+        return TemplateResponse(request, "admin/apikeys/apikey/revoke_confirmation.html", context)
 
     @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
