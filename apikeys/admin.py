@@ -13,7 +13,7 @@ from django.utils.html import format_html
 
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_create, apikey_revoke
-from mailservice.console import adopt, refuse
+from mailservice.console import adopt, console_time, refuse
 
 # The session key that carries a new key's secret from the add POST to the one page that shows it.
 _SESSION_SECRET = "apikeys_created_secret"  # noqa: S105 - a session key name, not a secret
@@ -34,16 +34,8 @@ class ApiKeyAddForm(forms.ModelForm):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = [
-        "public_id",
-        "name",
-        "domain",
-        "key_prefix",
-        "permission_list",
-        "last_used_at",
-        "state",
-        "created_at",
-    ]
+    # The prefix is how operators and logs name a key; the public id stays on the key's page.
+    list_display = ["key_prefix", "name", "domain", "permission_list", "state", "last_used", "created"]
     list_filter = ["domain", ("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["domain"]
     search_fields = ["public_id", "name", "prefix", "domain__name"]
@@ -72,7 +64,15 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     @admin.display(description="State", ordering="revoked_at")
     def state(self, api_key: ApiKey) -> str:
-        return f"revoked {api_key.revoked_at:%Y-%m-%d %H:%M}" if api_key.revoked_at else "active"
+        return f"revoked {console_time(api_key.revoked_at)}" if api_key.revoked_at else "active"
+
+    @admin.display(description="Last used", ordering="last_used_at")
+    def last_used(self, api_key: ApiKey) -> str:
+        return console_time(api_key.last_used_at)
+
+    @admin.display(description="Created", ordering="created_at")
+    def created(self, api_key: ApiKey) -> str:
+        return console_time(api_key.created_at)
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         return ["domain", "name", "permissions"] if obj is None else self.change_fields

@@ -25,8 +25,9 @@ from domains.services import (
     sending_pause,
     sending_resume,
 )
-from mailservice.console import adopt, refuse
+from mailservice.console import adopt, console_time, refuse
 from mailservice.errors import ApiError
+from messaging.models import Message
 from messaging.selectors import delivery_rates
 
 # Custom permissions (created by mailservice/migrations/0001_support_group.py).
@@ -60,6 +61,12 @@ class DomainChangeList(ChangeList):
         )
         for domain in self.result_list:
             domain.delivery_rates = rates[domain.pk]
+        # Every row says when the global switch holds its mail, whatever its own switch says.
+        # changelist_view has read the switch for its banner already: one query for both.
+        control = getattr(request, "sending_control", None) or sending_control_state()
+        globally_paused = control.paused
+        for domain in self.result_list:
+            domain.globally_paused = globally_paused
 
 
 def _percent(value: float | None) -> str:
@@ -68,13 +75,14 @@ def _percent(value: float | None) -> str:
 
 def _pause_text(state: Domain | SendingControl) -> str:
     """Who paused, when and why, for a paused domain or global switch."""
-    when = f"{state.paused_at:%Y-%m-%d %H:%M} UTC" if state.paused_at else "an unknown time"
+    when = console_time(state.paused_at) if state.paused_at else "an unknown time"
     return f"by {state.paused_by or 'unknown'} at {when}: {state.pause_reason or 'no reason given'}"
 
 
 @admin.register(Domain)
 class DomainAdmin(admin.ModelAdmin):
     list_display = ["name", "verification", "sending", "usage", "bounce_rate", "complaint_rate"]
+    list_display_links = ["name"]
     list_filter = ["verified", "sending_paused", "auto_paused"]
     search_fields = ["name"]
     show_full_result_count = False
@@ -98,6 +106,7 @@ class DomainAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
         control = sending_control_state()
+        request.sending_control = control  # type: ignore[attr-defined] - read by DomainChangeList
         context = {
             "global_paused": control.paused,
             "global_pause_text": _pause_text(control) if control.paused else "",
@@ -109,7 +118,7 @@ class DomainAdmin(admin.ModelAdmin):
     def verification(self, domain: Domain) -> str:
         if not domain.verified:
             return mark_safe('<span style="color:var(--error-fg);white-space:nowrap">✗ not verified</span>')  # noqa: S308
-        when = f"{domain.verified_at:%Y-%m-%d %H:%M} UTC" if domain.verified_at else "unknown time"
+        when = console_time(domain.verified_at) if domain.verified_at else "unknown time"
         return format_html(
             '<span style="white-space:nowrap">✓ verified</span><br><small>{}, {}</small>',
             domain.verified_by or "unknown",
@@ -127,10 +136,17 @@ class DomainAdmin(admin.ModelAdmin):
                 reverse("admin:domains_domain_resume", args=[domain.pk]),
                 _pause_text(domain),
             )
+        pause = reverse("admin:domains_domain_pause", args=[domain.pk])
+        if getattr(domain, "globally_paused", False):
+            return format_html(
+                '<span style="white-space:nowrap"><strong style="color:var(--error-fg)">■ held</strong> '
+                '<a class="button" href="{}">Pause</a></span><br><small>all sending is paused</small>',
+                pause,
+            )
         return format_html(
             '<span style="white-space:nowrap"><span style="color:green">● on</span> '
             '<a class="button" href="{}">Pause</a></span>',
-            reverse("admin:domains_domain_pause", args=[domain.pk]),
+            pause,
         )
 
     @admin.display(description="Sent today / allowance")
@@ -138,11 +154,11 @@ class DomainAdmin(admin.ModelAdmin):
         allowance = "unlimited" if domain.daily_allowance is None else str(domain.daily_allowance)
         return f"{domain.sends_today} / {allowance}"
 
-    @admin.display(description=f"Bounce rate ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
+    @admin.display(description=f"Bounces ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
     def bounce_rate(self, domain: Domain) -> str:
         return _percent(domain.delivery_rates.bounce_rate)
 
-    @admin.display(description=f"Complaint rate ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
+    @admin.display(description=f"Complaints ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
     def complaint_rate(self, domain: Domain) -> str:
         return _percent(domain.delivery_rates.complaint_rate)
 
@@ -174,6 +190,22 @@ class DomainAdmin(admin.ModelAdmin):
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, context)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        # Domains are deleted one at a time, on a page that says why one with mail cannot be.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: dict | None = None) -> HttpResponse:
+        domain = self.get_object(request, object_id)
+        if domain is not None and Message.objects.filter(domain=domain).exists():
+            return refuse(
+                request,
+                f"{domain.name} has sent or received messages. They are the record of its mail, so the domain "
+                "cannot be deleted while they exist, by any account. Pause its sending to stop it instead.",
+            )
+        return super().delete_view(request, object_id, extra_context)
 
     # --- operator actions ---------------------------------------------------------------------
     def get_urls(self) -> list:

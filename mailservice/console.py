@@ -1,6 +1,7 @@
 """What the operator console's admin pages share: refusals, sandboxed HTML, cheap pagination."""
 
 import json
+from datetime import datetime
 
 from django.contrib import admin
 from django.core.paginator import Paginator
@@ -8,6 +9,7 @@ from django.db import connection
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -29,6 +31,11 @@ def sandboxed_html(html: str | None, *, height: int = 400) -> SafeString | str:
         html,
         height,
     )
+
+
+def console_time(value: datetime | None) -> str:
+    """Every date the console shows: to the second and with its zone, so events line up with logs."""
+    return "—" if value is None else f"{timezone.localtime(value):%Y-%m-%d %H:%M:%S %Z}"
 
 
 def adopt(obj: Model, created: Model) -> None:

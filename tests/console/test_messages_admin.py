@@ -116,3 +116,18 @@ def test_messages_are_read_only_even_for_superusers(operator, domain):
     assert operator.post(f"{LIST}{message.pk}/delete/", {"post": "yes"}).status_code == 403
     assert b'name="_save"' not in operator.get(f"{LIST}{message.pk}/change/").content
     assert Message.objects.filter(pk=message.pk).exists()
+
+
+@pytest.mark.parametrize(
+    ("return_path_domain", "expected"),
+    [("bounces.example.net", "bounces+{id}@bounces.example.net (VERP return path)"), (None, "hello@{domain}")],
+)
+def test_a_sent_message_shows_the_envelope_sender_it_goes_out_with(
+    operator, domain, settings, return_path_domain, expected
+):
+    settings.MAILSERVICE_RETURN_PATH_DOMAIN = return_path_domain
+    message = MessageFactory(domain=domain, from_address=f"Shop <hello@{domain.name}>")
+
+    html = operator.get(f"{LIST}{message.pk}/change/").content.decode()
+
+    assert expected.format(id=message.public_id, domain=domain.name) in html
