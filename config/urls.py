@@ -9,6 +9,9 @@ from mailservice.api import exceptions as errors
 urlpatterns = [
     path("", views.landing, name="landing"),
     path("readme", views.readme, name="readme"),
+    # Probes: outside /v1/, so neither the API's rate limit nor its key check applies.
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
     path("v1/", include("mailservice.api.urls")),
     path("docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),
