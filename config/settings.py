@@ -186,6 +186,14 @@ MAILSERVICE_SAFEGUARD_MIN_SENDS = env_int("MAILSERVICE_SAFEGUARD_MIN_SENDS", 20)
 MAILSERVICE_BOUNCE_RATE_LIMIT = env_float("MAILSERVICE_BOUNCE_RATE_LIMIT", 0.05)
 MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT", 0.001)
 
+# --- Operations: GET /metrics (mailservice/metrics.py) ----------------------------------------
+# The bearer token Prometheus scrapes /metrics with; unset, /metrics does not exist (404).
+MAILSERVICE_METRICS_TOKEN = env_str("MAILSERVICE_METRICS_TOKEN")
+# prometheus-client's multiprocess mode reads PROMETHEUS_MULTIPROC_DIR itself; the web and worker
+# processes of a host share it. It must exist before the first metric is written.
+if env_str("PROMETHEUS_MULTIPROC_DIR"):
+    Path(env_str("PROMETHEUS_MULTIPROC_DIR")).mkdir(parents=True, exist_ok=True)
+
 # --- DNS records the console tells operators to publish, and the "Check DNS" lookups -----
 # SPF: `v=spf1 include:<MAILSERVICE_SPF_INCLUDE> ~all` (the record is not shown while unset).
 MAILSERVICE_SPF_INCLUDE = env_str("MAILSERVICE_SPF_INCLUDE")

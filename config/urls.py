@@ -12,6 +12,7 @@ urlpatterns = [
     # Probes: outside /v1/, so neither the API's rate limit nor its key check applies.
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
+    path("metrics", views.metrics_view, name="metrics"),
     path("v1/", include("mailservice.api.urls")),
     path("docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),

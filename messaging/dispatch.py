@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from domains.models import SendingControl
 from domains.selectors import global_sending_paused
+from mailservice import metrics
 from mailservice.mailbox import address_of
 from messaging.dkim import dkim_sign
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
@@ -254,6 +255,7 @@ def _send_one(
         private_key_pem=message.domain.dkim_private_key,
     )
     result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
+    metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
     outcome = _classify(message, result)
     return Outcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
 
@@ -301,11 +303,18 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
                 outcome = _send_one(message, connection, suppressed_in_batch=suppressed)
                 if _record_durably(message, outcome):
                     handled += 1
+                    metrics.dispatch_recorded(
+                        domain=message.domain.name, status=outcome.status, accepted_at=message.created_at
+                    )
     except (OSError, smtplib.SMTPException) as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         logger.warning("dispatch of %s: the relay connection failed: %s", messages[current].public_id, error)
-        if _record_durably(messages[current], _temporary(messages[current], error)):
+        metrics.RELAY_REPLIES.labels(reply_class="connection_error").inc()
+        failed = messages[current]
+        outcome = _temporary(failed, error)
+        if _record_durably(failed, outcome):
             handled += 1
+            metrics.dispatch_recorded(domain=failed.domain.name, status=outcome.status, accepted_at=failed.created_at)
         _release([message for message in messages[current + 1 :] if message.pk in held], lease)
     return handled
 

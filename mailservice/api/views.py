@@ -1,3 +1,5 @@
+import time
+
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
@@ -9,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from mailservice import metrics
 from mailservice.api.openapi import error_responses
 from mailservice.api.permissions import CanRead, CanSend
 from mailservice.api.serializers import (
@@ -100,8 +103,10 @@ class SendView(APIView):
         },
     )
     def post(self, request: Request) -> Response:
+        started = time.perf_counter()
         send_request = parse_send_request(request.data)
         message = message_send(domain=request.auth.domain, request=send_request)
+        metrics.send_accepted(domain=request.auth.domain.name, seconds=time.perf_counter() - started)
         return Response(SendResponseSerializer(message).data)
 
 

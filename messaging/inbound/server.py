@@ -21,6 +21,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
+from mailservice import metrics
 from messaging.inbound.services import RouteKind, inbound_deliver, recipient_route
 
 logger = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class InboundHandler:
             return "451 4.3.0 Temporary failure, try again later"
         if route.kind == RouteKind.REFUSED:
             logger.info("inbound: refused recipient %s from %s", address, session.peer)
+            metrics.INBOUND.labels(outcome="refused_recipient").inc()
             return f"550 5.7.1 <{address}>: relay access denied, no such domain here"
         if route.kind == RouteKind.RECEIVED:
             self.recent.add(address)
@@ -117,11 +119,14 @@ class InboundHandler:
             )
         except Exception:
             logger.exception("inbound: could not store mail from <%s> to %s", envelope.mail_from, envelope.rcpt_tos)
+            metrics.INBOUND.labels(outcome="failed").inc()
             return "451 4.3.0 Temporary failure storing the message, try again later"
         if refused:
             logger.info("inbound: recipients %s from %s are no longer on a verified domain", refused, session.peer)
         if len(refused) == len(envelope.rcpt_tos):
+            metrics.INBOUND.labels(outcome="refused").inc()
             return "550 5.7.1 Relay access denied, no such domain here"
+        metrics.INBOUND.labels(outcome="stored").inc()
         logger.info("inbound: accepted %d bytes from <%s> to %s", len(raw), envelope.mail_from, envelope.rcpt_tos)
         return "250 2.0.0 OK: queued"
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from domains.models import Domain
 from domains.safeguards import safeguard_check
+from mailservice import metrics
 from mailservice.mailbox import address_of
 from messaging.inbound.parsing import ReceivedMail, parse_received
 from messaging.inbound.reports import Outcome, RecipientReport, Report, classify
@@ -206,7 +207,10 @@ def _apply(*, message: Message, recipient: RecipientReport) -> None:
     )
     if recipient.outcome in _NEXT_STATUS:
         status, from_statuses = _NEXT_STATUS[recipient.outcome]
-        Message.objects.filter(pk=message.pk, status__in=from_statuses).update(status=status, updated_at=timezone.now())
+        changed = Message.objects.filter(pk=message.pk, status__in=from_statuses).update(
+            status=status, updated_at=timezone.now()
+        )
+        metrics.report_applied(domain=message.domain.name, status=status, changed=bool(changed))
         if address:
             suppression_add(
                 domain=message.domain,
