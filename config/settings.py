@@ -252,12 +252,35 @@ CELERY_BEAT_SCHEDULE = {
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
+# LOG_FORMAT=json: one JSON object per line on stdout (time, level, logger, message, request_id,
+# message_id, domain); text (the default, for development) goes to stderr as before.
+LOG_FORMAT = env_str("LOG_FORMAT", "text")
+if LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "mailservice.logs.ContextFilter"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(levelname)s %(name)s %(message)s %(request_id)s %(message_id)s %(domain)s",
+            "rename_fields": {"levelname": "level", "name": "logger"},
+            "timestamp": "time",  # ISO 8601, UTC
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+            "stream": "ext://sys.stdout" if LOG_FORMAT == "json" else "ext://sys.stderr",
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # aiosmtpd traces every SMTP command at INFO; the inbound server logs what it decides itself.
     "loggers": {"django.request": {"level": "ERROR"}, "mail.log": {"level": env_str("SMTP_LOG_LEVEL", "WARNING")}},
 }
+# Celery replaces the root logger's handlers with its own text format unless told not to.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"

@@ -260,6 +260,13 @@ def _send_one(
     return Outcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
 
 
+def _log_outcome(message: Message, outcome: Outcome) -> None:
+    """One line per attempt: its result (a retry is `accepted`) and the relay's last error, if any."""
+    context = {"message_id": message.public_id, "domain": message.domain.name}
+    detail = f" ({outcome.last_error})" if outcome.last_error else ""
+    logger.info("dispatch: %s%s", outcome.status, detail, extra=context)
+
+
 def _release(messages: list[Message], lease: BatchLease) -> None:
     """Give back claimed messages that were not sent: the attempt they were charged did not happen."""
     if messages:
@@ -306,6 +313,7 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
                     metrics.dispatch_recorded(
                         domain=message.domain.name, status=outcome.status, accepted_at=message.created_at
                     )
+                    _log_outcome(message, outcome)
     except (OSError, smtplib.SMTPException) as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         logger.warning("dispatch of %s: the relay connection failed: %s", messages[current].public_id, error)

@@ -10,6 +10,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django_ratelimit.core import get_usage
 
+from mailservice import logs
 from mailservice.api.clientip import client_ip
 from mailservice.api.exceptions import error_body, error_response
 from mailservice.console import refuse
@@ -32,7 +33,11 @@ class RequestIdMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request.request_id = "req_" + secrets.token_hex(12)  # type: ignore[attr-defined]
-        response = self.get_response(request)
+        token = logs.request_id.set(request.request_id)  # type: ignore[attr-defined]
+        try:
+            response = self.get_response(request)
+        finally:
+            logs.request_id.reset(token)
         response["x-request-id"] = request.request_id  # type: ignore[attr-defined]
         response["Cache-Control"] = "no-store"
         return response

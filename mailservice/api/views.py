@@ -1,3 +1,4 @@
+import logging
 import time
 
 from drf_spectacular.utils import (
@@ -27,6 +28,8 @@ from mailservice.errors import ErrorCode, ValidationFailed
 from messaging.models import Direction
 from messaging.selectors import message_get, message_list
 from messaging.services import message_send
+
+logger = logging.getLogger(__name__)
 
 _E = ErrorCode
 # Every operation can meet these: a wrong key, a key without the permission, the rate limit, a database outage.
@@ -107,6 +110,7 @@ class SendView(APIView):
         send_request = parse_send_request(request.data)
         message = message_send(domain=request.auth.domain, request=send_request)
         metrics.send_accepted(domain=request.auth.domain.name, seconds=time.perf_counter() - started)
+        logger.info("accepted", extra={"message_id": message.public_id, "domain": request.auth.domain.name})
         return Response(SendResponseSerializer(message).data)
 
 
