@@ -249,6 +249,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": MAILSERVICE_DISPATCH_SWEEP_INTERVAL,
         "options": {"expires": MAILSERVICE_DISPATCH_SWEEP_INTERVAL},
     },
+    # The console dashboard's hourly and daily counts (messaging/aggregates.py).
+    "status-counts-rollup": {"task": "messaging.status_counts_rollup", "schedule": 60.0, "options": {"expires": 60.0}},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 

@@ -15,12 +15,14 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Count, Min
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
+
+from domains.models import Domain, SendingControl
+from messaging.selectors import queue_state
 
 MESSAGES = Counter(
     "mailservice_messages",
@@ -106,18 +108,14 @@ class ScrapeCollector(Collector):
     """
 
     def collect(self) -> Iterator[Metric]:
-        from domains.models import Domain, SendingControl
-        from messaging.models import Message, Status
-
-        now = timezone.now()
-        queued = Message.objects.filter(status=Status.ACCEPTED)
-        depth = queued.aggregate(n=Count("id"))["n"]
-        oldest_due = queued.filter(next_attempt_at__lte=now).aggregate(at=Min("next_attempt_at"))["at"]
-        yield GaugeMetricFamily("mailservice_queue_depth", "Accepted messages not yet delivered or given up", depth)
+        queue = queue_state(now=timezone.now())
+        yield GaugeMetricFamily(
+            "mailservice_queue_depth", "Accepted messages not yet delivered or given up", queue.depth
+        )
         yield GaugeMetricFamily(
             "mailservice_queue_oldest_due_age_seconds",
             "How long the longest-waiting due message has been due (0 when none is due)",
-            (now - oldest_due).total_seconds() if oldest_due else 0.0,
+            queue.oldest_due_seconds,
         )
         paused = GaugeMetricFamily(
             "mailservice_sending_paused",

@@ -2,7 +2,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core import signing
-from django.db.models import Count, Q
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from domains.models import Domain
@@ -102,3 +102,17 @@ def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRat
     empty = DeliveryRates(sent=0, bounced=0, complained=0)
     found = {row["domain_id"]: DeliveryRates(row["sent"], row["bounced"], row["complained"]) for row in rows}
     return {domain_id: found.get(domain_id, empty) for domain_id in domain_ids}
+
+
+@dataclass(frozen=True)
+class QueueState:
+    depth: int  # accepted messages not yet delivered or given up
+    oldest_due_seconds: float  # how long the longest-waiting due message has been due; 0 if none is due
+
+
+def queue_state(*, now: datetime) -> QueueState:
+    """Two aggregates on the queue's partial index (message_pending_idx: accepted, by next_attempt_at)."""
+    queued = Message.objects.filter(status=Status.ACCEPTED)
+    depth = queued.aggregate(n=Count("id"))["n"]
+    oldest_due = queued.filter(next_attempt_at__lte=now).aggregate(at=Min("next_attempt_at"))["at"]
+    return QueueState(depth=depth, oldest_due_seconds=(now - oldest_due).total_seconds() if oldest_due else 0.0)
