@@ -120,8 +120,8 @@ class ApiKeyAdmin(admin.ModelAdmin):
             return refuse(request, "Your account cannot create API keys.")
         api_key = get_object_or_404(ApiKey.objects.select_related("domain"), pk=pk)
         shown = request.session.pop(_SESSION_SECRET, None)
-        api_key.secret = shown["secret"] if shown and shown["pk"] == api_key.pk else None
         context = {
+            "secret": shown["secret"] if shown and shown["pk"] == api_key.pk else None,
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": "API key created",

@@ -191,8 +191,9 @@ MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT",
 MAILSERVICE_METRICS_TOKEN = env_str("MAILSERVICE_METRICS_TOKEN")
 # prometheus-client's multiprocess mode reads PROMETHEUS_MULTIPROC_DIR itself; the web and worker
 # processes of a host share it. It must exist before the first metric is written.
-if env_str("PROMETHEUS_MULTIPROC_DIR"):
-    Path(env_str("PROMETHEUS_MULTIPROC_DIR")).mkdir(parents=True, exist_ok=True)
+_METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
+if _METRICS_DIR:
+    Path(_METRICS_DIR).mkdir(parents=True, exist_ok=True)
 
 # --- DNS records the console tells operators to publish, and the "Check DNS" lookups -----
 # SPF: `v=spf1 include:<MAILSERVICE_SPF_INCLUDE> ~all` (the record is not shown while unset).

@@ -106,7 +106,7 @@ class DomainAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
         control = sending_control_state()
-        request.sending_control = control  # type: ignore[attr-defined] - read by DomainChangeList
+        request.sending_control = control  # type: ignore[attr-defined]  # read by DomainChangeList
         context = {
             "global_paused": control.paused,
             "global_pause_text": _pause_text(control) if control.paused else "",

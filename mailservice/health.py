@@ -10,7 +10,7 @@ from django.db.migrations.executor import MigrationExecutor
 from kombu import Connection
 
 # Seconds a probe waits for the cache or the broker before it counts as unreachable.
-PROBE_TIMEOUT = 2.0
+PROBE_TIMEOUT = 2
 
 OK = "ok"
 

@@ -141,15 +141,23 @@ class CountedEvent(models.TextChoices):
     RECEIVED = "received"
 
 
-class HourlyStatusCount(models.Model):
-    """Message events of one type for one domain in one UTC hour; kept 14 days (the dashboard's 24 hours)."""
+class StatusCount(models.Model):
+    """Message events of one type for one domain in one period (messaging/aggregates.py keeps them)."""
 
-    hour = models.DateTimeField()
     domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="+")
     kind = models.CharField(max_length=20, choices=CountedEvent.choices)
     count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+
+class HourlyStatusCount(StatusCount):
+    """One UTC hour's counts; kept 15 days (the dashboard's 24 hours)."""
+
+    hour = models.DateTimeField()
 
     class Meta:
         constraints = [
@@ -161,15 +169,10 @@ class HourlyStatusCount(models.Model):
         return f"{self.hour:%Y-%m-%d %H}h {self.domain_id} {self.kind}: {self.count}"
 
 
-class DailyStatusCount(models.Model):
-    """Message events of one type for one domain in one UTC day (the dashboard's 14 days and rates)."""
+class DailyStatusCount(StatusCount):
+    """One UTC day's counts (the dashboard's 14 days and rates)."""
 
     day = models.DateField()
-    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="+")
-    kind = models.CharField(max_length=20, choices=CountedEvent.choices)
-    count = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [

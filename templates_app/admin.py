@@ -5,6 +5,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import InlineModelAdmin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
@@ -30,8 +31,9 @@ PLACEHOLDER_HELP = (
 )
 
 
-def _clean_content(cleaned: dict[str, Any]) -> dict[str, Any]:
+def _clean_content(cleaned: dict[str, Any] | None) -> dict[str, Any]:
     """The service's checks on a version's content, shown as form errors rather than failing the save."""
+    cleaned = cleaned or {}
     if not cleaned.get("text") and not cleaned.get("html"):
         raise forms.ValidationError("A version needs text or HTML (or both).")
     if "subject" in cleaned:
@@ -112,7 +114,7 @@ class TemplateAdmin(admin.ModelAdmin):
             kwargs["fields"] = ["domain", "slug"]
         return super().get_form(request, obj, change, **kwargs)
 
-    def get_inlines(self, request: HttpRequest, obj: Template | None) -> list[type[admin.TabularInline]]:
+    def get_inlines(self, request: HttpRequest, obj: Template | None) -> list[type[InlineModelAdmin]]:
         return [] if obj is None else self.inlines
 
     def save_model(self, request: HttpRequest, obj: Template, form: forms.ModelForm, change: bool) -> None:
