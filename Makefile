@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install worker beat inbound submission migrate browser-test soak
+.PHONY: run test lint install worker beat inbound submission migrate browser-test soak manage start
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,10 +14,24 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed
 
 # Embedded defaults: SQLite under var/, in-process dispatch, file outbox under var/outbox/.
-run: install
-	DEBUG=true $(BIN)/python manage.py migrate --verbosity 0
-	DEBUG=true $(BIN)/python manage.py bootstrap_demo
-	DEBUG=true $(BIN)/python manage.py runserver 127.0.0.1:8000
+# config/settings.py reads .env (real environment variables win), and so does honcho, so every
+# command below, `.venv/bin/python manage.py …` and `make start` share the settings in it.
+run: install .env
+	$(BIN)/python manage.py migrate --verbosity 0
+	$(BIN)/python manage.py bootstrap_demo
+	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+# The first `make run` writes development settings; production copies .env.example instead.
+.env:
+	printf '# Written by make run: development settings (see .env.example for production).\nDEBUG=true\n' > $@
+
+# Any management command with the settings of .env: make manage ARGS="createsuperuser"
+manage: install
+	$(BIN)/python manage.py $(ARGS)
+
+# The Procfile's processes together (honcho reads .env); its commands are found in the venv.
+start: install
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
 
 migrate: install
 	$(BIN)/python manage.py migrate
@@ -47,7 +61,8 @@ lint: install $(JS_TOOLS)
 	$(BIN)/mypy
 	cd clients/python && $(abspath $(BIN))/mypy --strict
 	cd clients/js && npx --no-install tsc -p . --noEmit --checkJs --strict
-	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py makemigrations --check --dry-run
+	# A database of its own, so the migration history check never looks for one that is not there yet.
+	DJANGO_SETTINGS_MODULE=tests.settings DATABASE_URL=sqlite:///var/lint.sqlite3 $(BIN)/python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 
 # The whole suite needs a real PostgreSQL and Redis (Celery workers, the soak, the benchmark smoke

@@ -5,13 +5,19 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_create, apikey_revoke
-from mailservice.console import ConsoleModelAdmin, adopt
+from mailservice.console import ConsoleModelAdmin, adopt, console_time, refuse
+from mailservice.encryption import decrypt_secret, encrypt_secret
+
+# The session key that carries a new key's secret from the add POST to the one page that shows it.
+_SESSION_SECRET = "apikeys_created_secret"  # noqa: S105 - a session key name, not a secret
 
 
 class ApiKeyAddForm(forms.ModelForm):
@@ -29,16 +35,8 @@ class ApiKeyAddForm(forms.ModelForm):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(ConsoleModelAdmin):
-    list_display = [
-        "public_id",
-        "name",
-        "domain",
-        "key_prefix",
-        "permission_list",
-        "last_used_at",
-        "state",
-        "created_at",
-    ]
+    # The prefix is how operators and logs name a key; the public id stays on the key's page.
+    list_display = ["key_prefix", "name", "domain", "permission_list", "state", "last_used", "created"]
     list_filter = ["domain", ("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["domain"]
     search_fields = ["public_id", "name", "prefix", "domain__name"]
@@ -67,7 +65,15 @@ class ApiKeyAdmin(ConsoleModelAdmin):
 
     @admin.display(description="State", ordering="revoked_at")
     def state(self, api_key: ApiKey) -> str:
-        return f"revoked {api_key.revoked_at:%Y-%m-%d %H:%M}" if api_key.revoked_at else "active"
+        return f"revoked {console_time(api_key.revoked_at)}" if api_key.revoked_at else "active"
+
+    @admin.display(description="Last used", ordering="last_used_at")
+    def last_used(self, api_key: ApiKey) -> str:
+        return console_time(api_key.last_used_at)
+
+    @admin.display(description="Created", ordering="created_at")
+    def created(self, api_key: ApiKey) -> str:
+        return console_time(api_key.created_at)
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         return ["domain", "name", "permissions"] if obj is None else self.change_fields
@@ -94,12 +100,60 @@ class ApiKeyAdmin(ConsoleModelAdmin):
         adopt(obj, created.api_key)
         obj.secret = created.secret  # type: ignore[attr-defined]  # for response_add only; never saved
 
+    def get_urls(self) -> list[URLPattern]:
+        own = [
+            path("<int:pk>/created/", self.admin_site.admin_view(self.created_view), name="apikeys_apikey_created"),
+            path("<int:pk>/revoke/", self.admin_site.admin_view(self.revoke_view), name="apikeys_apikey_revoke"),
+        ]
+        return own + super().get_urls()
+
     def response_add(self, request: HttpRequest, obj: ApiKey, post_url_continue: str | None = None) -> HttpResponse:
-        """The one page that ever shows the secret: rendered in reply to the POST, not behind a redirect."""
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "API key created", "key": obj}
+        """POST-redirect-GET: the secret rides in the operator's session to exactly one page view.
+
+        The created page takes it out of the session as it renders, so a reload shows no secret and
+        mints no second key; the session row holds it only between the redirect and that GET.
+        """
+        # Encrypted like every stored secret: the session row sits in the database until that GET.
+        secret = encrypt_secret(obj.secret)  # type: ignore[attr-defined]  # set by save_model, never saved
+        request.session[_SESSION_SECRET] = {"pk": obj.pk, "secret": secret}
+        return HttpResponseRedirect(reverse("admin:apikeys_apikey_created", args=[obj.pk]))
+
+    def created_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        if not self.has_add_permission(request):
+            return refuse(request, "Your account cannot create API keys.")
+        api_key = get_object_or_404(ApiKey.objects.select_related("domain"), pk=pk)
+        shown = request.session.pop(_SESSION_SECRET, None)
+        context = {
+            "secret": decrypt_secret(shown["secret"]) if shown and shown["pk"] == api_key.pk else None,
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "API key created",
+            "key": api_key,
+        }
         response = TemplateResponse(request, "admin/apikeys/apikey/created.html", context)
         response["Cache-Control"] = "no-store"
         return response
+
+    def revoke_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """The key's own Revoke button: a confirmation page (GET), then the revocation (POST)."""
+        api_key = get_object_or_404(ApiKey.objects.select_related("domain"), pk=pk)
+        if not self.has_change_permission(request, api_key):
+            return refuse(request, "Your account cannot revoke API keys.")
+        change_url = reverse("admin:apikeys_apikey_change", args=[api_key.pk])
+        if request.method == "POST":
+            if api_key.revoked_at is None:
+                apikey_revoke(api_key=api_key)
+                self.log_change(request, api_key, "Revoked")
+            self.message_user(request, f"Key {api_key} is revoked; requests with it now get 401.", messages.SUCCESS)
+            return HttpResponseRedirect(change_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Revoke this API key?",
+            "key": api_key,
+            "change_url": change_url,
+        }
+        return TemplateResponse(request, "admin/apikeys/apikey/revoke_confirmation.html", context)
 
     @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:

@@ -123,7 +123,7 @@ def migrate(env: dict[str, str]) -> None:
 
 def create_key(env: dict[str, str], *, domain: str) -> str:
     """A verified domain (created if need be) and a fresh full-permission bearer key for it."""
-    return manage(env, "bootstrap_demo", "--domain", domain).strip().splitlines()[-1]
+    return manage(env, "bootstrap_demo", "--domain", domain).strip().splitlines()[-1].removeprefix("KEY=")
 
 
 @contextmanager

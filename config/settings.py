@@ -13,10 +13,15 @@ from pathlib import Path
 from cryptography.fernet import Fernet
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
 
 from config.env import database_from_url, env_bool, env_fernet_keys, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# KEY=value lines for whatever the real environment does not set: `make run` writes a development
+# .env, so `.venv/bin/python manage.py …`, `make worker` and honcho use the same settings. The test
+# settings point this at /dev/null, so a checkout's .env never leaks into the suite.
+load_dotenv(env_str("MAILSERVICE_ENV_FILE", str(BASE_DIR / ".env")), override=False)
 VAR_DIR = Path(env_str("MAILSERVICE_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
@@ -147,6 +152,7 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+FORMAT_MODULE_PATH = ["config.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
@@ -261,6 +267,15 @@ MAILSERVICE_SAFEGUARD_MIN_COMPLAINTS = env_int("MAILSERVICE_SAFEGUARD_MIN_COMPLA
 MAILSERVICE_BOUNCE_RATE_LIMIT = env_float("MAILSERVICE_BOUNCE_RATE_LIMIT", 0.05)
 MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT", 0.001)
 
+# --- Operations: GET /metrics (mailservice/metrics.py) ----------------------------------------
+# The bearer token Prometheus scrapes /metrics with; unset, /metrics does not exist (404).
+MAILSERVICE_METRICS_TOKEN = env_str("MAILSERVICE_METRICS_TOKEN")
+# prometheus-client's multiprocess mode reads PROMETHEUS_MULTIPROC_DIR itself; the web and worker
+# processes of a host share it. It must exist before the first metric is written.
+_METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
+if _METRICS_DIR:
+    Path(_METRICS_DIR).mkdir(parents=True, exist_ok=True)
+
 # --- DNS records the console tells operators to publish, and the "Check DNS" lookups -----
 # SPF: `v=spf1 include:<MAILSERVICE_SPF_INCLUDE> ~all` (the record is not shown while unset).
 MAILSERVICE_SPF_INCLUDE = env_str("MAILSERVICE_SPF_INCLUDE")
@@ -326,14 +341,37 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": MAILSERVICE_RETENTION_PURGE_INTERVAL,
         "options": {"expires": MAILSERVICE_RETENTION_PURGE_INTERVAL},
     },
+    # The console dashboard's hourly and daily counts (messaging/aggregates.py).
+    "status-counts-rollup": {"task": "messaging.status_counts_rollup", "schedule": 60.0, "options": {"expires": 60.0}},
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
+# LOG_FORMAT=json: one JSON object per line on stdout (time, level, logger, message, request_id,
+# message_id, domain); text (the default, for development) goes to stderr as before.
+LOG_FORMAT = env_str("LOG_FORMAT", "text")
+if LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, got {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "mailservice.logs.ContextFilter"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(levelname)s %(name)s %(message)s %(request_id)s %(message_id)s %(domain)s",
+            "rename_fields": {"levelname": "level", "name": "logger"},
+            "timestamp": "time",  # ISO 8601, UTC
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context"],
+            "stream": "ext://sys.stdout" if LOG_FORMAT == "json" else "ext://sys.stderr",
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # aiosmtpd traces every SMTP command at INFO; the inbound server logs what it decides itself.
     # django-axes announces its configuration at INFO in every process, commands' one-line errors included.
@@ -343,3 +381,5 @@ LOGGING = {
         "axes.apps": {"level": "WARNING"},
     },
 }
+# Celery replaces the root logger's handlers with its own text format unless told not to.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"

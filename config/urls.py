@@ -1,15 +1,24 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularSwaggerView
 
+from mailservice import views
 from mailservice.api import exceptions as errors
 
 urlpatterns = [
+    path("", views.landing, name="landing"),
+    path("readme", views.readme, name="readme"),
+    # Probes: outside /v1/, so neither the API's rate limit nor its key check applies.
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("metrics", views.metrics_view, name="metrics"),
     path("v1/", include("mailservice.api.urls")),
     path("docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),
-    # Anything else is an ApiError 404, whatever DEBUG says.
-    re_path(r"^.*$", errors.not_found_view),
+    # Anything else is an ApiError 404, whatever DEBUG says or the method is (a POST must not meet
+    # the CSRF check first: its 403 is not an answer the API documents).
+    re_path(r"^.*$", csrf_exempt(errors.not_found_view)),
 ]
 
 handler400 = errors.bad_request_view

@@ -17,7 +17,7 @@ from django.utils.safestring import mark_safe
 from domains.dns import Purpose, dns_records, domain_check_dns, unconfigured_settings
 from domains.models import DkimKey, DkimKeyState, Domain
 from domains.selectors import dkim_signing_selector, with_sends_today
-from domains.sending import PauseKind, domain_pause, global_pause, switch_pause
+from domains.sending import PauseKind, domain_pause, global_pause, global_paused, switch_pause
 from domains.services import (
     dkim_activate,
     domain_create,
@@ -28,8 +28,9 @@ from domains.services import (
     sending_pause,
     sending_resume,
 )
-from mailservice.console import ConsoleModelAdmin, adopt, refuse
+from mailservice.console import ConsoleModelAdmin, adopt, console_time, refuse
 from mailservice.errors import ApiError
+from messaging.models import Message
 from messaging.selectors import delivery_rates
 
 # Custom permissions (created by mailservice/migrations/0001_support_group.py).
@@ -63,6 +64,13 @@ class DomainChangeList(ChangeList):
         )
         for domain in self.result_list:
             domain.delivery_rates = rates[domain.pk]
+        # Every row says when the global switch holds its mail, whatever its own switch says.
+        # changelist_view has read the switch for its banner already: one query for both.
+        globally_paused = getattr(request, "global_paused", None)
+        if globally_paused is None:
+            globally_paused = global_paused()
+        for domain in self.result_list:
+            domain.globally_paused = globally_paused
 
 
 def _percent(value: float | None) -> str:
@@ -72,6 +80,7 @@ def _percent(value: float | None) -> str:
 @admin.register(Domain)
 class DomainAdmin(ConsoleModelAdmin):
     list_display = ["name", "verification", "sending", "usage", "bounce_rate", "complaint_rate"]
+    list_display_links = ["name"]
     list_filter = ["verified", "sending_paused", "auto_paused"]
     search_fields = ["name"]
     show_full_result_count = False
@@ -95,6 +104,7 @@ class DomainAdmin(ConsoleModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
         pause = global_pause()
+        request.global_paused = pause is not None  # type: ignore[attr-defined]  # read by DomainChangeList
         context = {
             "global_paused": pause is not None,
             "global_pause_text": pause.describe() if pause else "",
@@ -106,7 +116,7 @@ class DomainAdmin(ConsoleModelAdmin):
     def verification(self, domain: Domain) -> str:
         if not domain.verified:
             return mark_safe('<span style="color:var(--error-fg);white-space:nowrap">✗ not verified</span>')  # noqa: S308
-        when = f"{domain.verified_at:%Y-%m-%d %H:%M} UTC" if domain.verified_at else "unknown time"
+        when = console_time(domain.verified_at) if domain.verified_at else "unknown time"
         return format_html(
             '<span style="white-space:nowrap">✓ verified</span><br><small>{}, {}</small>',
             domain.verified_by or "unknown",
@@ -125,10 +135,17 @@ class DomainAdmin(ConsoleModelAdmin):
                 reverse("admin:domains_domain_resume", args=[domain.pk]),
                 pause.describe(),
             )
+        pause_url = reverse("admin:domains_domain_pause", args=[domain.pk])
+        if getattr(domain, "globally_paused", False):
+            return format_html(
+                '<span style="white-space:nowrap"><strong style="color:var(--error-fg)">■ held</strong> '
+                '<a class="button" href="{}">Pause</a></span><br><small>all sending is paused</small>',
+                pause_url,
+            )
         return format_html(
             '<span style="white-space:nowrap"><span style="color:green">● on</span> '
             '<a class="button" href="{}">Pause</a></span>',
-            reverse("admin:domains_domain_pause", args=[domain.pk]),
+            pause_url,
         )
 
     @admin.display(description="Sent today / allowance")
@@ -136,11 +153,11 @@ class DomainAdmin(ConsoleModelAdmin):
         allowance = "unlimited" if domain.daily_allowance is None else str(domain.daily_allowance)
         return f"{domain.sends_today} / {allowance}"  # type: ignore[attr-defined]  # annotated by get_queryset
 
-    @admin.display(description=f"Bounce rate ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
+    @admin.display(description=f"Bounces ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
     def bounce_rate(self, domain: Domain) -> str:
         return _percent(domain.delivery_rates.bounce_rate)  # type: ignore[attr-defined]  # set by DomainChangeList
 
-    @admin.display(description=f"Complaint rate ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
+    @admin.display(description=f"Complaints ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
     def complaint_rate(self, domain: Domain) -> str:
         return _percent(domain.delivery_rates.complaint_rate)  # type: ignore[attr-defined]  # set by DomainChangeList
 
@@ -181,6 +198,22 @@ class DomainAdmin(ConsoleModelAdmin):
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, context)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        # Domains are deleted one at a time, on a page that says why one with mail cannot be.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: dict | None = None) -> HttpResponse:
+        domain = self.get_object(request, object_id)
+        if domain is not None and Message.objects.filter(domain=domain).exists():
+            return refuse(
+                request,
+                f"{domain.name} has sent or received messages. They are the record of its mail, so the domain "
+                "cannot be deleted while they exist, by any account. Pause its sending to stop it instead.",
+            )
+        return super().delete_view(request, object_id, extra_context)
 
     # --- operator actions ---------------------------------------------------------------------
     def get_urls(self) -> list:

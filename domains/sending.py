@@ -15,6 +15,7 @@ from django.db import connection
 from django.db.models import Exists, Q
 
 from domains.models import Domain, SendingControl
+from mailservice.console import console_time
 from mailservice.errors import ApiError, ErrorCode, SendingPaused, ValidationFailed
 
 
@@ -33,7 +34,7 @@ class Pause:
 
     def describe(self) -> str:
         """Who paused, when and why, for the console."""
-        when = f"{self.paused_at:%Y-%m-%d %H:%M} UTC" if self.paused_at else "an unknown time"
+        when = console_time(self.paused_at) if self.paused_at else "an unknown time"
         return f"by {self.paused_by or 'unknown'} at {when}: {self.reason or 'no reason given'}"
 
 

@@ -39,3 +39,7 @@ class ConsoleAccessLogAdmin(ConsoleModelAdmin, AccessLogAdmin):
 @admin.register(AccessFailureLog)
 class ConsoleAccessFailureLogAdmin(ConsoleModelAdmin, AccessFailureLogAdmin):
     pass
+
+
+# The index shows the dashboard (mailservice/templatetags/dashboard.py) above the model list.
+admin.site.index_template = "admin/mailservice/index.html"

@@ -2,6 +2,7 @@
 
 import json
 import re
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -12,6 +13,7 @@ from django.db import connection
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -133,6 +135,11 @@ def sandboxed_html(html: str | None, *, height: int = 400, remote_images: bool =
 
 def remote_images_requested(request: HttpRequest) -> bool:
     return request.GET.get(REMOTE_IMAGES_PARAMETER) == "1"
+
+
+def console_time(value: datetime | None) -> str:
+    """Every date the console shows: to the second and with its zone, so events line up with logs."""
+    return "—" if value is None else f"{timezone.localtime(value):%Y-%m-%d %H:%M:%S %Z}"
 
 
 def adopt(obj: Model, created: Model) -> None:

@@ -4,16 +4,25 @@ from collections.abc import Callable
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
+from django.utils.text import Truncator
 
-from mailservice.console import ConsoleModelAdmin, EstimatedCountPaginator, remote_images_requested, sandboxed_html
+from mailservice.console import (
+    ConsoleModelAdmin,
+    EstimatedCountPaginator,
+    console_time,
+    remote_images_requested,
+    sandboxed_html,
+)
 from mailservice.errors import ApiError
-from messaging.models import Message, Suppression
+from messaging.mime import envelope_for
+from messaging.models import Direction, Message, Suppression
 from messaging.selectors import recipient_outcomes
 from messaging.suppressions import normalize_address
 
@@ -38,7 +47,8 @@ class MessageChangeList(ChangeList):
 
 @admin.register(Message)
 class MessageAdmin(ConsoleModelAdmin):
-    list_display = ["public_id", "created_at", "direction", "status", "domain", "from_address", "recipients", "subject"]
+    # Six columns fit 1366 px: the domain is in From, direction and status share one, the subject is cut short.
+    list_display = ["public_id", "created", "state", "from_address", "recipients_short", "subject_short"]
     list_filter = ["direction", "status", "domain", ("created_at", admin.DateFieldListFilter)]
     list_select_related = ["domain"]
     search_fields = ["=public_id", "from_address", "to", "subject"]
@@ -64,7 +74,7 @@ class MessageAdmin(ConsoleModelAdmin):
                     "cc_list",
                     "bcc_list",
                     "reply_to_list",
-                    "envelope_from",
+                    "envelope_sender",
                     "envelope_recipients_list",
                 ]
             },
@@ -90,6 +100,22 @@ class MessageAdmin(ConsoleModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Message | None = None) -> list[str]:
         return [str(field) for fieldset in self.fieldsets for field in fieldset[1]["fields"]]
+
+    @admin.display(description="Created")
+    def created(self, message: Message) -> str:
+        return format_html('<span style="white-space:nowrap">{}</span>', console_time(message.created_at))
+
+    @admin.display(description="Direction / status")
+    def state(self, message: Message) -> str:
+        return f"{message.get_direction_display()} · {message.get_status_display()}"
+
+    @admin.display(description="To")
+    def recipients_short(self, message: Message) -> str:
+        return Truncator(", ".join(message.to) or "—").chars(40)
+
+    @admin.display(description="Subject")
+    def subject_short(self, message: Message) -> str:
+        return Truncator(message.subject).chars(50)
 
     recipients = _mailbox_list("to", "To")
     cc_list = _mailbox_list("cc", "Cc")
@@ -121,7 +147,7 @@ class MessageAdmin(ConsoleModelAdmin):
             "<td>{}</td></tr>",
             (
                 (
-                    f"{event.created_at:%Y-%m-%d %H:%M:%S} UTC",
+                    console_time(event.created_at),
                     event.get_type_display(),
                     event.recipient,
                     event.status_code or event.feedback_type,
@@ -135,6 +161,15 @@ class MessageAdmin(ConsoleModelAdmin):
             "<th>Status</th><th>Detail</th></tr></thead><tbody>{}</tbody></table>",
             rows or mark_safe("<tr><td colspan=5>No events yet</td></tr>"),  # noqa: S308 - a constant
         )
+
+    @admin.display(description="Envelope from")
+    def envelope_sender(self, message: Message) -> str:
+        """Received mail keeps its MAIL FROM; sent mail goes out from the VERP return path when one is set."""
+        if message.direction == Direction.RECEIVED:
+            return message.envelope_from or "—"
+        return_path_domain = settings.MAILSERVICE_RETURN_PATH_DOMAIN
+        mail_from = envelope_for(message=message, recipients=[], return_path_domain=return_path_domain).mail_from
+        return f"{mail_from} (VERP return path)" if return_path_domain else mail_from
 
     @admin.display(description="Template")
     def template_used(self, message: Message) -> str:

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from domains.selectors import SigningKey, dkim_signing_keys
 from domains.sending import domain_unpaused, global_paused, unpaused
+from mailservice import metrics
 from messaging import sql
 from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.mime import UnsendableMessage, envelope_for, parsed_address, render_message
@@ -245,8 +246,16 @@ def _send_one(
         return _temporary(message, f"not signed, not sent: {exc}")
     signed = dkim_sign(data=rendered.data, domain=message.domain.name, selector=key.selector, private_key=private_key)
     result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
+    metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
     outcome = _classify(message, result)
     return SendOutcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
+
+
+def _log_outcome(message: Message, outcome: SendOutcome) -> None:
+    """One line per attempt: its result (a retry is `accepted`) and the relay's last error, if any."""
+    context = {"message_id": message.public_id, "domain": message.domain.name}
+    detail = f" ({outcome.last_error})" if outcome.last_error else ""
+    logger.info("dispatch: %s%s", outcome.status, detail, extra=context)
 
 
 def _release(messages: list[Message], lease: BatchLease) -> None:
@@ -295,11 +304,19 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
                 outcome = _send_one(message, relay, suppressed_in_batch=suppressed, signing_keys=signing_keys)
                 if _record_durably(message, outcome):
                     handled += 1
+                    metrics.dispatch_recorded(
+                        domain=message.domain.name, status=outcome.status, accepted_at=message.created_at
+                    )
+                    _log_outcome(message, outcome)
     except (OSError, smtplib.SMTPException) as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         logger.warning("dispatch of %s: the relay connection failed: %s", messages[current].public_id, error)
-        if _record_durably(messages[current], _temporary(messages[current], error)):
+        metrics.RELAY_REPLIES.labels(reply_class="connection_error").inc()
+        failed = messages[current]
+        outcome = _temporary(failed, error)
+        if _record_durably(failed, outcome):
             handled += 1
+            metrics.dispatch_recorded(domain=failed.domain.name, status=outcome.status, accepted_at=failed.created_at)
         _release([message for message in messages[current + 1 :] if message.pk in held], lease)
     return handled
 

@@ -9,7 +9,7 @@ import logging
 from celery import shared_task
 from kombu.exceptions import OperationalError
 
-from messaging import dispatch
+from messaging import aggregates, dispatch
 from messaging.retention import messages_purge
 
 logger = logging.getLogger(__name__)
@@ -23,6 +23,11 @@ def dispatch_task(public_id: str | None = None) -> int:
 @shared_task(name="messaging.dispatch_sweep")
 def dispatch_sweep_task() -> int:
     return dispatch.dispatch_sweep(enqueue=lambda: dispatch_task.apply_async(retry=False))
+
+
+@shared_task(name="messaging.status_counts_rollup")
+def status_counts_rollup_task() -> int:
+    return aggregates.status_counts_rollup()
 
 
 def dispatch_enqueue(*, public_id: str) -> None:

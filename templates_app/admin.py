@@ -5,6 +5,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.options import InlineModelAdmin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import path, reverse
@@ -19,8 +20,48 @@ from templates_app.services import (
     template_content_check,
     template_render,
     template_version_create,
+    template_version_publish,
     template_version_set_published,
 )
+
+PLACEHOLDER_HELP = (
+    "Placeholders such as {{ name }} (a letter, then letters, digits or _) are filled from the send's "
+    '"template": {"variables": {"name": "Ada"}}; every placeholder needs a value, and values are '
+    "HTML-escaped in the HTML part."
+)
+
+
+def _clean_content(cleaned: dict[str, Any] | None) -> dict[str, Any]:
+    """The service's checks on a version's content, shown as form errors rather than failing the save."""
+    cleaned = cleaned or {}
+    if not cleaned.get("text") and not cleaned.get("html"):
+        raise forms.ValidationError("A template version needs text or html (or both).")
+    if "subject" in cleaned:
+        try:
+            template_content_check(
+                subject=cleaned["subject"], text=cleaned.get("text") or "", html=cleaned.get("html") or ""
+            )
+        except ApiError as exc:
+            raise forms.ValidationError(exc.message) from None
+    return cleaned
+
+
+class TemplateAddForm(forms.ModelForm):
+    """A template and its first version on one page."""
+
+    subject = forms.CharField(max_length=1000, help_text=PLACEHOLDER_HELP)
+    text = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 8}), help_text="Plain-text body")
+    html = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 8}), help_text="HTML body")
+    publish = forms.BooleanField(
+        required=False, initial=True, help_text="Sends can use a version once it is published (unticked: a draft)"
+    )
+
+    class Meta:
+        model = Template
+        fields = ["domain", "slug"]
+
+    def clean(self) -> dict[str, Any]:
+        return _clean_content(super().clean())
 
 
 class TemplateVersionInline(admin.TabularInline):
@@ -63,7 +104,30 @@ class TemplateAdmin(ConsoleModelAdmin):
         )
 
     def get_fields(self, request: HttpRequest, obj: Template | None = None) -> list[str]:
-        return ["domain", "slug"] if obj is None else ["domain", "slug", "public_id", "api_usage", "created_at"]
+        if obj is None:
+            return ["domain", "slug", "subject", "text", "html", "publish"]
+        return ["domain", "slug", "public_id", "api_usage", "created_at"]
+
+    def get_form(self, request: HttpRequest, obj: Template | None = None, change: bool = False, **kwargs: Any) -> Any:
+        if obj is None:
+            kwargs["form"] = TemplateAddForm
+            kwargs["fields"] = ["domain", "slug"]
+        return super().get_form(request, obj, change, **kwargs)
+
+    def get_inlines(self, request: HttpRequest, obj: Template | None) -> list[type[InlineModelAdmin]]:
+        return [] if obj is None else self.inlines
+
+    def save_model(self, request: HttpRequest, obj: Template, form: forms.ModelForm, change: bool) -> None:
+        data = form.cleaned_data
+        version = template_version_publish(
+            domain=data["domain"],
+            slug=data["slug"],
+            subject=data["subject"],
+            text=data["text"],
+            html=data["html"],
+            published=data["publish"],
+        )
+        adopt(obj, version.template)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Template | None = None) -> list[str]:
         # Senders address a template by slug or id, so neither changes once it exists.
@@ -74,18 +138,10 @@ class TemplateVersionAddForm(forms.ModelForm):
     class Meta:
         model = TemplateVersion
         fields = ["template", "subject", "text", "html"]
+        help_texts = {"subject": PLACEHOLDER_HELP}
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        assert cleaned is not None  # a ModelForm's clean returns its cleaned_data
-        if "subject" in cleaned:  # else the field's own error says what is missing
-            try:
-                template_content_check(
-                    subject=cleaned["subject"], text=cleaned.get("text") or "", html=cleaned.get("html") or ""
-                )
-            except ApiError as exc:
-                raise forms.ValidationError(exc.message) from None
-        return cleaned
+        return _clean_content(super().clean())
 
 
 class PreviewForm(forms.Form):

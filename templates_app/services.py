@@ -23,19 +23,34 @@ class RenderedContent:
     html: str | None
 
 
+_OPENING = re.compile(r"\{\{")
+
+
+def _check_placeholders(*, field: str, source: str) -> None:
+    """Every `{{` opens a well-formed placeholder: a typo such as `{{ name` would otherwise be sent as it is."""
+    placeholders = {match.start() for match in PLACEHOLDER.finditer(source)}
+    for opening in _OPENING.finditer(source):
+        if opening.start() not in placeholders:
+            raise ValidationFailed(
+                f"{field}: the '{{{{' at character {opening.start() + 1} does not open a placeholder; "
+                "write {{ name }} (a letter, then letters, digits or _, at most 50)"
+            )
+
+
 def template_content_check(*, subject: str, text: str, html: str) -> None:
-    """What every version needs (the console's form asks this too). Checked before any row is
-    created, so a bad version leaves no empty template behind."""
+    # Before any row is created, so a bad version leaves no empty template behind.
     if not subject:
         raise ValidationFailed("A template version needs a subject")
     if not text and not html:
         raise ValidationFailed("A template version needs text or html")
+    for field, source in (("subject", subject), ("text", text), ("html", html)):
+        _check_placeholders(field=field, source=source)
 
 
 def template_version_publish(
-    *, domain: Domain, slug: str, subject: str, text: str = "", html: str = ""
+    *, domain: Domain, slug: str, subject: str, text: str = "", html: str = "", published: bool = True
 ) -> TemplateVersion:
-    """Create the template if new, add the next version with this content, and publish it."""
+    """Create the template if new and add the next version with this content, published unless told otherwise."""
     template_content_check(subject=subject, text=text, html=html)
     with transaction.atomic():
         template, created = Template.objects.select_for_update().get_or_create(domain=domain, slug=slug)
@@ -44,7 +59,7 @@ def template_version_publish(
                 template.full_clean()
             except DjangoValidationError as exc:
                 raise ValidationFailed(f"Invalid slug {slug!r}: {'; '.join(exc.messages)}") from None
-        return template_version_create(template=template, subject=subject, text=text, html=html, published=True)
+        return template_version_create(template=template, subject=subject, text=text, html=html, published=published)
 
 
 def template_version_create(

@@ -2,6 +2,7 @@
 
 import os
 
+os.environ.setdefault("MAILSERVICE_ENV_FILE", os.devnull)
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use-0123456789")
 # A fixed Fernet key (child processes inherit it): DKIM private keys are stored encrypted.
 os.environ.setdefault("MAILSERVICE_ENCRYPTION_KEYS", "dGVzdC1vbmx5LWZlcm5ldC1rZXktMzItYnl0ZXMhISE=")

@@ -9,6 +9,7 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 
+from mailservice import logs
 from mailservice.api.clientip import client_ip
 from mailservice.api.exceptions import error_body, error_response, request_id_of
 from mailservice.console import refuse
@@ -33,7 +34,11 @@ class RequestIdMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         request_id = "req_" + secrets.token_hex(12)
         request.request_id = request_id  # type: ignore[attr-defined]  # our own attribute, read by request_id_of
-        response = self.get_response(request)
+        token = logs.request_id.set(request_id)
+        try:
+            response = self.get_response(request)
+        finally:
+            logs.request_id.reset(token)
         response["x-request-id"] = request_id
         response["Cache-Control"] = "no-store"
         return response

@@ -1,12 +1,22 @@
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
+import logging
+import time
+
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+)
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from mailservice import metrics
 from mailservice.api.authentication import api_key_of
+from mailservice.api.openapi import error_responses
 from mailservice.api.permissions import CanRead, CanSend
 from mailservice.api.serializers import (
-    ApiErrorSerializer,
     InlineSendRequestSerializer,
     MessageListSerializer,
     MessageSerializer,
@@ -15,28 +25,41 @@ from mailservice.api.serializers import (
     parse_list_query,
     parse_send_request,
 )
-from mailservice.errors import ValidationFailed
+from mailservice.errors import ErrorCode, ValidationFailed
 from messaging.models import Direction
 from messaging.selectors import message_get, message_list
 from messaging.services import message_send
 
-_ERROR_DESCRIPTIONS = {
-    400: "Invalid request content, invalid page cursor, or domain not verified",
-    401: "Key missing, invalid or revoked",
-    403: "Key lacks the permission, or sender on a different domain",
-    404: "Message not found, or not available to this key",
-    413: "Request too large",
-    429: "Too many requests (or the daily sending allowance is used up); see Retry-After",
-    503: "Sending paused (no message was sent), or the service is temporarily unavailable",
+logger = logging.getLogger(__name__)
+
+_E = ErrorCode
+# Every operation can meet these: a wrong key, a key without the permission, the rate limit, a database outage.
+_ANY_OPERATION = (_E.UNAUTHORIZED, _E.MISSING_PERMISSION, _E.RATE_LIMITED, _E.SERVICE_UNAVAILABLE)
+
+_READ_MESSAGES = {_E.MISSING_PERMISSION: "This API key lacks the email.read permission"}
+
+_INLINE_EXAMPLE = {
+    "from": "Demo <hello@demo.example>",
+    "to": "you@example.org",
+    "subject": "Hi",
+    "text": "It works.",
+    "html": "<p>It works.</p>",
 }
-
-
-def _errors(*statuses: int) -> dict[int, OpenApiResponse]:
-    """The ApiError responses of an operation: its own statuses plus those every operation can give."""
-    return {
-        status: OpenApiResponse(ApiErrorSerializer, description=_ERROR_DESCRIPTIONS[status])
-        for status in sorted({*statuses, 400, 401, 403, 429})
-    }
+_TEMPLATE_EXAMPLE = {
+    "from": "Demo <hello@demo.example>",
+    "to": ["you@example.org"],
+    "template": {"id": "welcome", "variables": {"name": "Ada"}},
+}
+_MESSAGE_EXAMPLE = {
+    "id": "msg_2Qm4kT9xVb7Lp1Zc",
+    "domain_id": "dom_8Hn3Rt6Yw2Kq",
+    "direction": "sent",
+    "from": "Demo <hello@demo.example>",
+    "to": ["you@example.org"],
+    "subject": "Hi",
+    "status": "delivered",
+    "created_at": "2026-11-23T13:45:12.345678Z",
+}
 
 
 class SendView(APIView):
@@ -49,11 +72,47 @@ class SendView(APIView):
             serializers=[InlineSendRequestSerializer, TemplateSendRequestSerializer],
             resource_type_field_name=None,
         ),
-        responses={200: SendResponseSerializer, **_errors(413, 503)},
+        summary="Send a message",
+        description="Inline `subject` with `text` and/or `html`, or a published `template` with `variables`. "
+        "A 200 means the message is stored as `accepted` and will be dispatched exactly once.",
+        examples=[
+            OpenApiExample("Inline content", value=_INLINE_EXAMPLE, request_only=True),
+            OpenApiExample("Published template", value=_TEMPLATE_EXAMPLE, request_only=True),
+        ],
+        responses={
+            200: OpenApiResponse(
+                SendResponseSerializer,
+                description="Accepted",
+                examples=[
+                    OpenApiExample(
+                        "Accepted",
+                        value={"id": _MESSAGE_EXAMPLE["id"], "created_at": _MESSAGE_EXAMPLE["created_at"]},
+                        response_only=True,
+                    )
+                ],
+            ),
+            **error_responses(
+                _E.VALIDATION_ERROR,
+                _E.INVALID_JSON,
+                _E.INVALID_CONTENT_TYPE,
+                _E.DOMAIN_NOT_VERIFIED,
+                _E.TEMPLATE_NOT_FOUND,
+                _E.MISSING_TEMPLATE_VARIABLE,
+                _E.SENDER_NOT_ALLOWED,
+                _E.REQUEST_TOO_LARGE,
+                _E.ALLOWANCE_EXHAUSTED,
+                _E.SENDING_PAUSED,
+                *_ANY_OPERATION,
+            ),
+        },
     )
     def post(self, request: Request) -> Response:
+        started = time.perf_counter()
         send_request = parse_send_request(request.data)
-        message = message_send(domain=api_key_of(request).domain, request=send_request)
+        domain = api_key_of(request).domain
+        message = message_send(domain=domain, request=send_request)
+        metrics.send_accepted(domain=domain.name, seconds=time.perf_counter() - started)
+        logger.info("accepted", extra={"message_id": message.public_id, "domain": domain.name})
         return Response(SendResponseSerializer(message).data)
 
 
@@ -77,7 +136,22 @@ class MessageListView(APIView):
                 description="Only sent or only received messages (default both)",
             ),
         ],
-        responses={200: MessageListSerializer, **_errors()},
+        summary="List messages",
+        description="Newest first, sent and received, one page at a time; list items carry `text: null`.",
+        responses={
+            200: OpenApiResponse(
+                MessageListSerializer,
+                description="A page of messages",
+                examples=[
+                    OpenApiExample(
+                        "A page",
+                        value={"data": [{**_MESSAGE_EXAMPLE, "text": None}], "has_more": False, "next_cursor": None},
+                        response_only=True,
+                    )
+                ],
+            ),
+            **error_responses(_E.VALIDATION_ERROR, _E.INVALID_CURSOR, *_ANY_OPERATION, messages=_READ_MESSAGES),
+        },
     )
     def get(self, request: Request) -> Response:
         query = parse_list_query(request.query_params)
@@ -98,7 +172,18 @@ class MessageDetailView(APIView):
         parameters=[
             OpenApiParameter("id", {"type": "string", "minLength": 1, "maxLength": 256}, OpenApiParameter.PATH)
         ],
-        responses={200: MessageSerializer, **_errors(404)},
+        summary="Get one message",
+        description="One message of the key's domain with its plain-text body; another domain's id is a 404.",
+        responses={
+            200: OpenApiResponse(
+                MessageSerializer,
+                description="The message",
+                examples=[
+                    OpenApiExample("A message", value={**_MESSAGE_EXAMPLE, "text": "It works."}, response_only=True)
+                ],
+            ),
+            **error_responses(_E.VALIDATION_ERROR, _E.NOT_FOUND, *_ANY_OPERATION, messages=_READ_MESSAGES),
+        },
     )
     def get(self, request: Request, id: str) -> Response:  # noqa: A002 - the spec's parameter name
         if len(id) > 256:

@@ -30,6 +30,7 @@ from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session
 from django.conf import settings
 from django.db import DataError
 
+from mailservice import metrics
 from messaging.inbound.parsing import UnparsableMessage
 from messaging.inbound.services import RouteKind, inbound_deliver, recipient_route
 from messaging.smtpd import in_thread, serve_until_signalled, with_connection
@@ -174,6 +175,7 @@ class InboundHandler:
             return "451 4.3.0 Temporary failure, try again later"
         if route.kind == RouteKind.REFUSED:
             logger.info("inbound: refused recipient %s from %s", address, session.peer)
+            metrics.INBOUND.labels(outcome="refused_recipient").inc()
             return f"550 5.7.1 <{address}>: relay access denied, no such domain here"
         if route.kind == RouteKind.RECEIVED:
             self.recent.add(address)
@@ -191,11 +193,14 @@ class InboundHandler:
             return "554 5.6.0 Message content cannot be stored; do not retry"
         except Exception:
             logger.exception("inbound: could not store mail from <%s> to %s", envelope.mail_from, envelope.rcpt_tos)
+            metrics.INBOUND.labels(outcome="failed").inc()
             return "451 4.3.0 Temporary failure storing the message, try again later"
         if refused:
             logger.info("inbound: recipients %s from %s are no longer on a verified domain", refused, session.peer)
         if len(refused) == len(envelope.rcpt_tos):
+            metrics.INBOUND.labels(outcome="refused").inc()
             return "550 5.7.1 Relay access denied, no such domain here"
+        metrics.INBOUND.labels(outcome="stored").inc()
         logger.info("inbound: accepted %d bytes from <%s> to %s", len(raw), envelope.mail_from, envelope.rcpt_tos)
         return "250 2.0.0 OK: queued"
 

@@ -73,11 +73,21 @@ class TestEveryFailureIsAnApiError:
         assert_api_error(http.get("/v1/messages", headers=bearer(send_only_key)), 403, "MissingPermission")
         assert_api_error(http.get("/v1/messages/msg_x", headers=bearer(send_only_key)), 403, "MissingPermission")
 
+    @pytest.mark.parametrize("method", ["GET", "POST"])
     @pytest.mark.parametrize(
-        "path", ["/", "/nope", "/v1", "/v1/", "/v1/nope", "/v1/messages/", "/v1/send/x", "/static/x"]
+        "path", ["/nope", "/v1", "/v1/", "/v1/nope", "/v1/messages/", "/v1/send/", "/v1/send/x", "/static/x"]
     )
-    def test_unknown_paths_are_404(self, http, full_key, path):
-        assert_api_error(http.get(path, headers=bearer(full_key)), 404, "NotFound")
+    def test_unknown_paths_are_404_whatever_the_method(self, http, full_key, method, path):
+        # A POST never meets the console's CSRF check (a 403 the API does not document).
+        response = http.request(method, path, headers=bearer(full_key), json=inline_body())
+        assert_api_error(response, 404, "NotFound")
+
+    def test_the_landing_page_links_the_docs_the_console_and_the_readme(self, http):
+        page = http.get("/")
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert all(f'href="{link}"' in page.text for link in ("/docs/", "/admin/", "/readme"))
+        assert http.get("/readme").text.startswith("# mailservice")
+        assert_api_error(http.post("/", json={}), 405, "MethodNotAllowed")
 
     @pytest.mark.parametrize(
         ("method", "path"),

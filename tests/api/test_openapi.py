@@ -12,8 +12,9 @@ from django.test import Client
 from openapi_spec_validator import validate
 
 from mailservice import mailbox
+from mailservice.errors import STATUS_OF_CODE, ErrorCode
 from tests.api.wire import bearer
-from tests.factories import MessageFactory, TemplateFactory, TemplateVersionFactory
+from tests.factories import ApiKeyFactory, DomainFactory, MessageFactory, TemplateFactory, TemplateVersionFactory
 
 MAILBOX = {"type": "string", "minLength": 3, "maxLength": 320, "pattern": mailbox.OPENAPI_PATTERN}
 ADDRESS_OR_LIST = {"oneOf": [MAILBOX, {"type": "array", "items": MAILBOX, "minItems": 1, "maxItems": 50}]}
@@ -71,8 +72,8 @@ def test_operations_carry_the_spec_names_and_bearer_security(document):
     ("path", "method", "statuses"),
     [
         ("/v1/send", "post", {"400", "401", "403", "413", "429", "503"}),
-        ("/v1/messages", "get", {"400", "401", "403", "429"}),
-        ("/v1/messages/{id}", "get", {"400", "401", "403", "404", "429"}),
+        ("/v1/messages", "get", {"400", "401", "403", "429", "503"}),
+        ("/v1/messages/{id}", "get", {"400", "401", "403", "404", "429", "503"}),
     ],
 )
 def test_each_operation_documents_its_error_responses_as_api_error(document, path, method, statuses):
@@ -81,6 +82,45 @@ def test_each_operation_documents_its_error_responses_as_api_error(document, pat
     for status in statuses:
         assert responses[status]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ApiError"}
         assert responses[status]["description"]
+
+
+def test_every_operation_has_a_summary_and_an_example_for_each_body_and_each_error(document):
+    for item in document["paths"].values():
+        for operation in item.values():
+            assert operation["summary"] and operation["description"]
+            if "requestBody" in operation:
+                assert operation["requestBody"]["content"]["application/json"]["examples"]
+            for status, response in operation["responses"].items():
+                examples = response["content"]["application/json"]["examples"]
+                assert examples, (operation["operationId"], status)
+                if status != "200":
+                    codes = [example["value"]["error"]["code"] for example in examples.values()]
+                    assert all(STATUS_OF_CODE[ErrorCode(code)] == int(status) for code in codes)
+                    assert all(f"`{code}`" in response["description"] for code in codes)
+
+
+def test_the_read_operations_do_not_list_the_send_errors(document):
+    for path in ("/v1/messages", "/v1/messages/{id}"):
+        responses = document["paths"][path]["get"]["responses"]
+        codes = {
+            example["value"]["error"]["code"]
+            for status, response in responses.items()
+            if status != "200"
+            for example in response["content"]["application/json"]["examples"].values()
+        }
+        assert not codes & {"SenderNotAllowed", "SendingPaused", "AllowanceExhausted", "RequestTooLarge"}
+
+
+@pytest.mark.django_db
+def test_try_it_out_with_the_send_examples_succeeds_for_the_demo_domain(document):
+    """Swagger UI's "Try it out" sends an example as it is; with the demo key authorized it is a 200."""
+    domain = DomainFactory(name="demo.example")
+    api_key = ApiKeyFactory(domain=domain)
+    TemplateVersionFactory(template=TemplateFactory(domain=domain, slug="welcome"))
+    examples = document["paths"]["/v1/send"]["post"]["requestBody"]["content"]["application/json"]["examples"]
+    for example in examples.values():
+        response = Client().post("/v1/send", example["value"], content_type="application/json", headers=bearer(api_key))
+        assert response.status_code == 200, response.content
 
 
 def test_every_object_is_closed(document):

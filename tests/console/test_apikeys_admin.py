@@ -15,8 +15,11 @@ LIST = "/admin/apikeys/apikey/"
 
 
 def create_key(operator, domain, permissions=("email.send", "email.read")) -> tuple[ApiKey, str, object]:
-    response = operator.post(ADD, {"domain": domain.pk, "name": "billing app", "permissions": list(permissions)})
+    response = operator.post(
+        ADD, {"domain": domain.pk, "name": "billing app", "permissions": list(permissions)}, follow=True
+    )
     assert response.status_code == 200, response.content
+    assert response.redirect_chain[0][0].endswith("/created/")
     secret = re.search(r'id="api-key-secret" value="(ms_[^"]+)"', response.content.decode()).group(1)
     return ApiKey.objects.get(name="billing app"), secret, response
 
@@ -40,6 +43,31 @@ def test_creating_a_key_shows_a_working_secret_once(operator, domain):
         page = operator.get(url).content.decode()
         assert secret not in page and secret[-20:] not in page
         assert api_key.secret_hash not in page
+
+
+def test_reloading_the_created_page_shows_no_secret_and_mints_no_key(operator, domain):
+    api_key, secret, response = create_key(operator, domain)
+
+    reloaded = operator.get(response.redirect_chain[0][0])
+
+    assert reloaded.status_code == 200
+    assert secret not in reloaded.content.decode() and "shown once" in reloaded.content.decode()
+    assert ApiKey.objects.count() == 1
+
+
+def test_revoke_on_the_key_page_asks_first_then_stops_the_key(operator, full_key):
+    change = operator.get(f"{LIST}{full_key.pk}/change/").content.decode()
+    assert f"{LIST}{full_key.pk}/revoke/" in change
+
+    confirmation = operator.get(f"{LIST}{full_key.pk}/revoke/")
+    assert b"Yes, revoke this key" in confirmation.content
+    assert apikey_authenticate(raw_key=full_key.secret) == full_key  # asking revokes nothing
+
+    done = operator.post(f"{LIST}{full_key.pk}/revoke/", follow=True)
+
+    assert done.redirect_chain[-1][0].endswith(f"{full_key.pk}/change/")
+    assert apikey_authenticate(raw_key=full_key.secret) is None
+    assert f"{LIST}{full_key.pk}/revoke/" not in done.content.decode()
 
 
 def test_a_key_needs_a_permission(operator, domain):

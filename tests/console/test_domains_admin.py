@@ -234,3 +234,34 @@ def test_the_global_switch_is_on_the_domain_list(operator):
 
     operator.post(f"{LIST}sending/resume/")
     assert not SendingControl.objects.get(pk=1).paused
+
+
+def test_a_global_pause_shows_on_every_domain_row(operator, domain):
+    assert "● on" in operator.get(LIST).content.decode()
+
+    sending_pause(domain=None, actor="admin", reason="provider incident")
+
+    html = operator.get(LIST).content.decode()
+    assert "● on" not in html and "■ held" in html and "all sending is paused" in html
+
+
+def test_a_domain_with_messages_cannot_be_deleted_and_the_page_says_why(operator, domain):
+    MessageFactory(domain=domain)
+
+    response = operator.get(f"{LIST}{domain.pk}/delete/")
+
+    assert response.status_code == 403
+    assert b"has sent or received messages" in response.content and b"permission" not in response.content
+    assert Domain.objects.filter(pk=domain.pk).exists()
+
+
+def test_a_domain_without_messages_can_be_deleted(operator, domain):
+    operator.post(f"{LIST}{domain.pk}/delete/", {"post": "yes"})
+
+    assert not Domain.objects.filter(pk=domain.pk).exists()
+
+
+def test_list_dates_have_seconds_and_the_time_zone(operator, domain):
+    Domain.objects.filter(pk=domain.pk).update(verified_by="ops", verified_at=timezone.now())
+
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", operator.get(LIST).content.decode())

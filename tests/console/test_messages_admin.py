@@ -7,6 +7,7 @@ from django.db import connection
 
 from mailservice.console import EstimatedCountPaginator
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
+from messaging.verp import verp_local_part
 from tests.factories import DomainFactory, MessageFactory
 
 pytestmark = pytest.mark.django_db
@@ -116,3 +117,18 @@ def test_messages_are_read_only_even_for_superusers(operator, domain):
     assert operator.post(f"{LIST}{message.pk}/delete/", {"post": "yes"}).status_code == 403
     assert b'name="_save"' not in operator.get(f"{LIST}{message.pk}/change/").content
     assert Message.objects.filter(pk=message.pk).exists()
+
+
+@pytest.mark.parametrize(
+    ("return_path_domain", "expected"),
+    [("bounces.example.net", "{verp}@bounces.example.net (VERP return path)"), (None, "hello@{domain}")],
+)
+def test_a_sent_message_shows_the_envelope_sender_it_goes_out_with(
+    operator, domain, settings, return_path_domain, expected
+):
+    settings.MAILSERVICE_RETURN_PATH_DOMAIN = return_path_domain
+    message = MessageFactory(domain=domain, from_address=f"Shop <hello@{domain.name}>")
+
+    html = operator.get(f"{LIST}{message.pk}/change/").content.decode()
+
+    assert expected.format(verp=verp_local_part(message.public_id), domain=domain.name) in html

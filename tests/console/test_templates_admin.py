@@ -4,8 +4,9 @@ import html as html_lib
 import json
 
 import pytest
+from django.core.management import CommandError, call_command
 
-from templates_app.models import TemplateVersion
+from templates_app.models import Template, TemplateVersion
 from tests.factories import TemplateFactory, TemplateVersionFactory
 
 pytestmark = pytest.mark.django_db
@@ -102,3 +103,41 @@ def test_support_cannot_publish(support, template):
     assert support.post(f"{VERSIONS}{version.pk}/publish/").status_code == 403
     version.refresh_from_db()
     assert not version.published
+
+
+def test_a_template_is_created_with_its_first_version_on_one_page(operator, domain):
+    form = operator.get("/admin/templates_app/template/add/").content.decode()
+    assert 'name="subject"' in form and 'name="text"' in form and "{{ name }}" in form  # the placeholder help
+
+    response = operator.post(
+        "/admin/templates_app/template/add/",
+        {
+            "domain": domain.pk,
+            "slug": "receipt",
+            "subject": "Hi {{ name }}",
+            "text": "Paid",
+            "html": "",
+            "publish": "on",
+        },
+    )
+
+    assert response.status_code == 302, response.content
+    version = TemplateVersion.objects.get(template__slug="receipt")
+    assert (version.number, version.published, version.subject) == (1, True, "Hi {{ name }}")
+
+
+@pytest.mark.parametrize("subject", ["Hi {{ name", "Hi {{ 1name }}", "Hi {{ name }} and {{"])
+def test_a_broken_placeholder_is_a_form_error(operator, domain, subject):
+    response = operator.post(
+        "/admin/templates_app/template/add/",
+        {"domain": domain.pk, "slug": "receipt", "subject": subject, "text": "Paid", "html": ""},
+    )
+
+    assert response.status_code == 200 and b"does not open a placeholder" in response.content
+    assert not Template.objects.exists()
+
+
+def test_publish_template_refuses_a_broken_placeholder(domain):
+    with pytest.raises(CommandError, match="does not open a placeholder"):
+        call_command("publish_template", domain.name, "welcome", "--subject", "Hi {{ name", "--text", "x")
+    assert not Template.objects.exists()

@@ -17,7 +17,7 @@ import httpx
 import redis
 
 from tests.harness.env import child_env
-from tests.harness.process import BIN, ChildProcess, free_port
+from tests.harness.process import BIN, LOG_DIR, ChildProcess, free_port
 from tests.harness.smtp import serves_smtp
 
 
@@ -60,7 +60,11 @@ def child_server(
     """A child process serving on a free loopback port (passed as {port} in the command)."""
     port = free_port()
     child = ChildProcess(
-        [part.format(port=port) for part in command], name=name, env=child_env(**env), ready=lambda: ready(port)
+        [part.format(port=port) for part in command],
+        name=name,
+        env=child_env(**env),
+        ready=lambda: ready(port),
+        log_path=LOG_DIR / f"{name}-{port}.log",  # found again by the port, as tests that read a server's log do
     )
     with running(child):
         yield ChildServer(port=port, pid=child.pid)

@@ -1,0 +1,83 @@
+"""The admin index's dashboard: counts rolled up from message events, charts, the queue, rates against thresholds."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from messaging.aggregates import ROLLUP_LAG, activity, status_counts_rollup
+from messaging.models import DailyStatusCount, EventType, HourlyStatusCount, MessageEvent, Status
+from tests.factories import DomainFactory, MessageFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _events(domain, kind: str, n: int, *, at=None) -> None:
+    for _ in range(n):
+        message = MessageFactory(domain=domain, status=Status.DELIVERED)
+        event = MessageEvent.objects.create(message=message, type=kind)
+        if at is not None:
+            MessageEvent.objects.filter(pk=event.pk).update(created_at=at)
+
+
+def _later():
+    return timezone.now() + ROLLUP_LAG + timedelta(seconds=1)
+
+
+def test_the_rollup_counts_each_event_once_by_hour_day_domain_and_kind(domain):
+    other = DomainFactory(name="other.example.com")
+    _events(domain, EventType.ACCEPTED, 3)
+    _events(domain, EventType.DELIVERED, 2)
+    _events(other, EventType.BOUNCED, 1)
+    _events(domain, EventType.DEFERRED, 4)  # not a counted kind
+
+    assert status_counts_rollup(now=_later()) == 6
+    assert status_counts_rollup(now=_later()) == 0  # nothing new: nothing counted twice
+    _events(domain, EventType.ACCEPTED, 1)
+    assert status_counts_rollup(now=_later()) == 1
+
+    daily = {(row.domain_id, row.kind): row.count for row in DailyStatusCount.objects.all()}
+    assert daily == {(domain.pk, "accepted"): 4, (domain.pk, "delivered"): 2, (other.pk, "bounced"): 1}
+    assert sum(HourlyStatusCount.objects.values_list("count", flat=True)) == 7
+
+
+def test_the_newest_events_wait_for_the_next_pass(domain):
+    _events(domain, EventType.ACCEPTED, 2)
+
+    assert status_counts_rollup(now=timezone.now()) == 0  # younger than ROLLUP_LAG
+    assert status_counts_rollup(now=_later()) == 2
+
+
+def test_activity_spreads_counts_over_24_hours_and_14_days(domain):
+    now = timezone.now()
+    _events(domain, EventType.ACCEPTED, 2, at=now - timedelta(hours=3))
+    _events(domain, EventType.ACCEPTED, 5, at=now - timedelta(days=3))
+    _events(domain, EventType.BOUNCED, 1, at=now - timedelta(days=3))
+    status_counts_rollup(now=_later())
+
+    data = activity(now=now)
+
+    assert data.overall_hourly.counts["sent"][-4] == 2 and data.overall_hourly.total("sent") == 2
+    assert data.overall_daily.counts["sent"][-4] == 5 and data.overall_daily.total("sent") == 7
+    assert data.domains[0].name == domain.name and data.domains[0].rate("bounced") == pytest.approx(1 / 7)
+
+
+def test_the_index_shows_charts_queue_and_rates_in_a_fixed_number_of_queries(operator, django_assert_max_num_queries):
+    for n in range(3):
+        domain = DomainFactory(name=f"d{n}.example.com")
+        _events(domain, EventType.ACCEPTED, 2)
+        MessageFactory(domain=domain, status=Status.ACCEPTED)
+    status_counts_rollup(now=_later())
+
+    with django_assert_max_num_queries(30) as queries:
+        html = operator.get("/admin/").content.decode()
+    baseline = len(queries)
+    for n in range(3, 13):
+        _events(DomainFactory(name=f"d{n}.example.com"), EventType.ACCEPTED, 1)
+    with django_assert_max_num_queries(baseline):
+        operator.get("/admin/")
+
+    assert html.count('<svg class="ms-chart"') == 2 + 2 * 3
+    assert 'id="ms-queue-depth">Queued<strong>3</strong>' in html
+    assert html.count('<svg class="ms-rate"') == 2 * 3
+    assert "<script" not in html.split('id="ms-dashboard"')[1].split("</table>")[0]
