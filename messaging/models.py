@@ -95,11 +95,18 @@ class MessageEvent(models.Model):
     type = models.CharField(max_length=20, choices=EventType.choices)
     recipient = models.CharField(max_length=320, blank=True)
     detail = models.TextField(blank=True, help_text="e.g. the SMTP reply")
+    # The webhook outbox: NULL until webhooks/fanout.py has turned the event into deliveries. Every
+    # INSERT leaves it NULL, the hand-written ones included, so no event escapes the outbox.
+    published_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["created_at", "id"]
+        indexes = [
+            # webhooks fan-out: the events still in the outbox, oldest first
+            models.Index(fields=["id"], condition=models.Q(published_at__isnull=True), name="event_outbox_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.message_id} {self.type}"

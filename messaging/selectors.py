@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from domains.models import Domain
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
+from messaging.inbound.parsing import attachment_parts, decode_header_value, parse_bytes, part_bytes, storable
 from messaging.models import Direction, Message, Status
 
 _CURSOR_SALT = "messaging.message_list.cursor"
@@ -102,3 +103,32 @@ def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRat
     empty = DeliveryRates(sent=0, bounced=0, complained=0)
     found = {row["domain_id"]: DeliveryRates(row["sent"], row["bounced"], row["complained"]) for row in rows}
     return {domain_id: found.get(domain_id, empty) for domain_id in domain_ids}
+
+
+@dataclass(frozen=True)
+class Attachment:
+    filename: str | None
+    content_type: str
+    data: bytes
+
+
+def _received_source(*, domain: Domain, public_id: str) -> bytes:
+    message = message_get(domain=domain, public_id=public_id)
+    if message.direction != Direction.RECEIVED or message.raw is None:
+        raise NotFound("Only received messages keep their source")
+    return bytes(message.raw)
+
+
+def message_raw(*, domain: Domain, public_id: str) -> bytes:
+    """A received message's source exactly as it arrived."""
+    return _received_source(domain=domain, public_id=public_id)
+
+
+def message_attachment(*, domain: Domain, public_id: str, index: int) -> Attachment:
+    """Attachment number `index` (0-based, in the order `email.received` lists them) of a received message."""
+    parts = attachment_parts(parse_bytes(_received_source(domain=domain, public_id=public_id)))
+    if not 0 <= index < len(parts):
+        raise NotFound("No attachment with that number")
+    part = parts[index]
+    filename = storable(decode_header_value(part.get_filename())) or None
+    return Attachment(filename=filename, content_type=part.get_content_type(), data=part_bytes(part))

@@ -102,11 +102,13 @@ def _stop(process: subprocess.Popen, *, sig: int = signal.SIGTERM) -> None:
 class CeleryWorker:
     """`celery -A config worker -B` (embedded beat unless `beat=False`) on the test database; restartable.
 
-    Solo pool, or the README's thread pool with `threads` batches at once."""
+    Solo pool, or the README's thread pool with `threads` batches at once; `queues` (comma-separated)
+    instead of the default queue, as the Procfile's webhooks worker."""
 
-    def __init__(self, env: dict[str, str], *, beat: bool = True, threads: int = 0) -> None:
+    def __init__(self, env: dict[str, str], *, beat: bool = True, threads: int = 0, queues: str = "") -> None:
         self.env = env
         self.beat = beat
+        self.queues = ["-Q", queues] if queues else []
         self.pool = ["--pool", "threads", "--concurrency", str(threads)] if threads else ["--pool", "solo"]
         self.process: subprocess.Popen | None = None
         self.state_dir = tempfile.mkdtemp(prefix="celerybeat-")
@@ -116,7 +118,7 @@ class CeleryWorker:
         log = open(self.log_path, "a")  # noqa: SIM115 - the child holds its own copy
         beat = ["-B", "-s", f"{self.state_dir}/schedule"] if self.beat else []
         self.process = subprocess.Popen(
-            [str(BIN / "celery"), "-A", "config", "worker", *beat, *self.pool]
+            [str(BIN / "celery"), "-A", "config", "worker", *beat, *self.pool, *self.queues]
             + ["--without-gossip", "--without-mingle", "--loglevel", "INFO"],
             cwd=ROOT,
             env=self.env,
@@ -150,10 +152,12 @@ class CeleryWorker:
 
 
 @contextmanager
-def celery_worker(*, start: bool = True, beat: bool = True, threads: int = 0, **env: str) -> Iterator[CeleryWorker]:
+def celery_worker(
+    *, start: bool = True, beat: bool = True, threads: int = 0, queues: str = "", **env: str
+) -> Iterator[CeleryWorker]:
     """A worker (with embedded beat unless `beat=False`: run exactly one beat); give it and the web the same
     CELERY_TASK_DEFAULT_QUEUE, a queue of their own."""
-    worker = CeleryWorker(child_env(**env), beat=beat, threads=threads)
+    worker = CeleryWorker(child_env(**env), beat=beat, threads=threads, queues=queues)
     if start:
         worker.start()
     try:

@@ -1,3 +1,6 @@
+from django.http import HttpResponse
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -16,13 +19,14 @@ from mailservice.api.serializers import (
 )
 from mailservice.errors import ValidationFailed
 from messaging.models import Direction
-from messaging.selectors import message_get, message_list
+from messaging.selectors import message_attachment, message_get, message_list, message_raw
 from messaging.services import message_send
+from webhooks.links import link_check
 
 _ERROR_DESCRIPTIONS = {
     400: "Invalid request content, invalid page cursor, or domain not verified",
     401: "Key missing, invalid or revoked",
-    403: "Key lacks the permission, or sender on a different domain",
+    403: "Key lacks the permission, or sender on a different domain (or a link's token is invalid or expired)",
     404: "Message not found, or not available to this key",
     413: "Request too large",
     429: "Too many requests (or the daily sending allowance is used up); see Retry-After",
@@ -101,3 +105,48 @@ class MessageDetailView(APIView):
             raise ValidationFailed("id: a message id is at most 256 characters")
         message = message_get(domain=request.auth.domain, public_id=id)
         return Response(MessageSerializer(message, context={"include_text": True}).data)
+
+
+_MESSAGE_ID = OpenApiParameter("id", {"type": "string", "minLength": 1, "maxLength": 256}, OpenApiParameter.PATH)
+_LINK_TOKEN = OpenApiParameter(
+    "token",
+    {"type": "string", "minLength": 1, "maxLength": 200},
+    required=True,
+    description="The token of the link an `email.received` event carries (it expires)",
+)
+
+
+class MessageRawView(APIView):
+    """Additions to the spec, for `email.received` links: a received message's source."""
+
+    permission_classes = [CanRead]
+
+    @extend_schema(
+        operation_id="getMessageRaw",
+        parameters=[_MESSAGE_ID, _LINK_TOKEN],
+        responses={(200, "message/rfc822"): OpenApiTypes.BINARY, **_errors(404)},
+    )
+    def get(self, request: Request, id: str) -> HttpResponse:  # noqa: A002 - as in getMessage
+        link_check(path=request.path_info, token=request.query_params.get("token"))
+        raw = message_raw(domain=request.auth.domain, public_id=id)
+        return HttpResponse(raw, content_type="message/rfc822")
+
+
+class MessageAttachmentView(APIView):
+    permission_classes = [CanRead]
+
+    @extend_schema(
+        operation_id="getMessageAttachment",
+        parameters=[
+            _MESSAGE_ID,
+            OpenApiParameter("index", {"type": "integer", "minimum": 0}, OpenApiParameter.PATH),
+            _LINK_TOKEN,
+        ],
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, **_errors(404)},
+    )
+    def get(self, request: Request, id: str, index: int) -> HttpResponse:  # noqa: A002 - as in getMessage
+        link_check(path=request.path_info, token=request.query_params.get("token"))
+        attachment = message_attachment(domain=request.auth.domain, public_id=id, index=index)
+        response = HttpResponse(attachment.data, content_type=attachment.content_type)
+        response["Content-Disposition"] = content_disposition_header(True, attachment.filename or f"attachment-{index}")
+        return response

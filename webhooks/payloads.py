@@ -1,0 +1,127 @@
+"""The JSON body of each event (README "Events and webhooks", OpenAPI `webhooks`).
+
+`{"type", "id", "created_at", "test", "data"}`, where `data` is the message as GET /v1/messages/{id}
+shows it (text null) plus the event's own fields. Built once, when the event is fanned out, so
+every retry sends the same bytes and the message's status is the one it had then.
+"""
+
+import json
+import re
+from typing import Any
+
+from django.urls import reverse
+
+from mailservice.api.serializers import MessageSerializer
+from messaging.inbound.parsing import (
+    addresses,
+    attachment_parts,
+    decode_header_value,
+    header,
+    parse_bytes,
+    part_bytes,
+    part_text,
+    storable,
+)
+from messaging.models import EventType as MessageEventType
+from messaging.models import Message, MessageEvent
+from webhooks.links import link_sign
+from webhooks.models import EventType
+
+# Each recorded event type of a message, as applications see it; events not listed are not published.
+PUBLIC_TYPE = {
+    MessageEventType.ACCEPTED: EventType.ACCEPTED,
+    MessageEventType.DELIVERED: EventType.DELIVERED,
+    MessageEventType.DEFERRED: EventType.DELAYED,
+    MessageEventType.DELAYED: EventType.DELAYED,
+    MessageEventType.RECIPIENT_REJECTED: EventType.BOUNCED,
+    MessageEventType.BOUNCED: EventType.BOUNCED,
+    MessageEventType.COMPLAINED: EventType.COMPLAINED,
+    MessageEventType.FAILED: EventType.FAILED,
+    MessageEventType.SUPPRESSED: EventType.SUPPRESSED,
+    MessageEventType.RECEIVED: EventType.RECEIVED,
+}
+
+# An SMTP reply ("550 5.1.1 user unknown") or a DSN's status and diagnostic ("5.1.1 smtp; 550 ...").
+# Anchored, no nested quantifiers: linear in the detail.
+_SMTP_REPLY = re.compile(r"([245]\d\d)[ -]+(?:([245]\.\d{1,3}\.\d{1,3})\b)?")
+_DSN_STATUS = re.compile(r"([245]\.\d{1,3}\.\d{1,3})\b\s*")
+
+
+def event_fields(event: MessageEvent) -> dict[str, Any]:
+    """The event's own fields in `data`: recipient, bounce_type, status_code, diagnostic,
+    smtp_response, feedback_type, as they apply. Derived from what the event row records; the
+    one place to change when the row records more."""
+    public = PUBLIC_TYPE[event.type]
+    fields: dict[str, Any] = {}
+    if event.recipient:
+        fields["recipient"] = event.recipient
+    detail = event.detail
+    if public == EventType.COMPLAINED:
+        if detail:
+            fields["feedback_type"] = detail
+        return fields
+    if public in (EventType.ACCEPTED, EventType.RECEIVED):
+        return fields
+    reply = _SMTP_REPLY.match(detail)
+    dsn = None if reply else _DSN_STATUS.match(detail)
+    if reply:
+        fields["smtp_response"] = detail
+        if reply.group(2):
+            fields["status_code"] = reply.group(2)
+    elif dsn:
+        fields["status_code"] = dsn.group(1)
+        fields["diagnostic"] = detail[dsn.end() :]
+    elif detail:
+        fields["diagnostic"] = detail
+    if public == EventType.BOUNCED:
+        code = fields.get("status_code") or (reply.group(1) if reply else "5")
+        fields["bounce_type"] = "soft" if code.startswith("4") else "hard"
+    return fields
+
+
+def _received_fields(message: Message) -> dict[str, Any]:
+    """What an application needs to handle received mail without fetching it: the content, every
+    header, and each attachment's metadata with a signed, expiring link to its bytes."""
+    parsed = parse_bytes(bytes(message.raw or b""))
+    html_parts = [part for part in parsed.walk() if part.get_content_type() == "text/html" and not part.get_filename()]
+    html = next((text for text in map(part_text, html_parts) if text is not None), None)
+    attachments = []
+    for index, part in enumerate(attachment_parts(parsed)):
+        path = reverse("message-attachment", kwargs={"id": message.public_id, "index": index})
+        attachments.append(
+            {
+                "filename": storable(decode_header_value(part.get_filename())) or None,
+                "content_type": part.get_content_type(),
+                "size": len(part_bytes(part)),
+                "content_id": storable(header(part, "Content-ID")).strip("<>") or None,
+                "url": link_sign(path),
+            }
+        )
+    return {
+        "from": message.from_address,
+        "to": message.to,
+        "cc": addresses(parsed, "Cc"),
+        "subject": message.subject,
+        "text": message.text,
+        "html": storable(html) if html is not None else None,
+        "headers": [{"name": name, "value": storable(decode_header_value(value))} for name, value in parsed.items()],
+        "attachments": attachments,
+        "raw_url": link_sign(reverse("message-raw", kwargs={"id": message.public_id})),
+    }
+
+
+def event_payload(*, event: MessageEvent, message: Message, event_id: str) -> str:
+    """The exact JSON body of `event` of `message`."""
+    public = PUBLIC_TYPE[event.type]
+    data = dict(MessageSerializer(message).data)
+    if public == EventType.RECEIVED:
+        data |= _received_fields(message)
+    data |= event_fields(event)
+    body = {
+        "type": public.value,
+        "id": event_id,
+        "created_at": event.created_at.isoformat().replace("+00:00", "Z"),
+        "test": False,
+        "data": data,
+    }
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
