@@ -23,7 +23,7 @@ from messaging.inbound.parsing import (
     storable,
 )
 from messaging.models import EventType as MessageEventType
-from messaging.models import Message, MessageEvent
+from messaging.models import Message, MessageEvent, Status
 from webhooks.links import link_sign
 from webhooks.models import EventType
 
@@ -41,10 +41,24 @@ PUBLIC_TYPE = {
     MessageEventType.RECEIVED: EventType.RECEIVED,
 }
 
+# The status an event leaves its message in. Fan-out runs after the fact (the message may be
+# delivered by the time its `email.accepted` goes out), so `data.status` is the status as of the
+# event; events that change no status (delays, one recipient's bounce) show the status at fan-out.
+_STATUS_AFTER = {
+    MessageEventType.ACCEPTED: Status.ACCEPTED,
+    MessageEventType.DELIVERED: Status.DELIVERED,
+    MessageEventType.BOUNCED: Status.BOUNCED,
+    MessageEventType.COMPLAINED: Status.COMPLAINED,
+    MessageEventType.FAILED: Status.FAILED,
+    MessageEventType.RECEIVED: Status.RECEIVED,
+}
+
 # An SMTP reply ("550 5.1.1 user unknown") or a DSN's status and diagnostic ("5.1.1 smtp; 550 ...").
 # Anchored, no nested quantifiers: linear in the detail.
 _SMTP_REPLY = re.compile(r"([245]\d\d)[ -]+(?:([245]\.\d{1,3}\.\d{1,3})\b)?")
 _DSN_STATUS = re.compile(r"([245]\.\d{1,3}\.\d{1,3})\b\s*")
+# A complaint's detail: the ARF Feedback-Type, as "feedback-type: abuse" or bare.
+_FEEDBACK_TYPE = re.compile(r"(?:feedback-type:\s*)?([\w-]+)", re.IGNORECASE)
 
 
 def event_fields(event: MessageEvent) -> dict[str, Any]:
@@ -57,8 +71,9 @@ def event_fields(event: MessageEvent) -> dict[str, Any]:
         fields["recipient"] = event.recipient
     detail = event.detail
     if public == EventType.COMPLAINED:
-        if detail:
-            fields["feedback_type"] = detail
+        feedback = _FEEDBACK_TYPE.match(detail)
+        if feedback:
+            fields["feedback_type"] = feedback.group(1).lower()
         return fields
     if public in (EventType.ACCEPTED, EventType.RECEIVED):
         return fields
@@ -114,6 +129,7 @@ def event_payload(*, event: MessageEvent, message: Message, event_id: str) -> st
     """The exact JSON body of `event` of `message`."""
     public = PUBLIC_TYPE[event.type]
     data = dict(MessageSerializer(message).data)
+    data["status"] = _STATUS_AFTER.get(event.type, data["status"])
     if public == EventType.RECEIVED:
         data |= _received_fields(message)
     data |= event_fields(event)
