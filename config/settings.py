@@ -263,6 +263,8 @@ CELERY_BEAT_SCHEDULE["webhooks-pump"] = {
     "schedule": MAILSERVICE_WEBHOOK_PUMP_INTERVAL,
     "options": {"expires": MAILSERVICE_WEBHOOK_PUMP_INTERVAL},
 }
+# Idempotency keys are kept 24 hours; expired ones are deleted hourly.
+CELERY_BEAT_SCHEDULE["idempotency-purge"] = {"task": "messaging.idempotency_purge", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 LOGGING = {

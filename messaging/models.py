@@ -112,6 +112,35 @@ class MessageEvent(models.Model):
         return f"{self.message_id} {self.type}"
 
 
+class IdempotencyState(models.TextChoices):
+    IN_FLIGHT = "in_flight"
+    DONE = "done"
+
+
+class IdempotencyKey(models.Model):
+    """An `Idempotency-Key` of POST /v1/send, per domain: the first request's body hash and, once it
+    succeeded, its response, replayed to every retry until `expires_at`."""
+
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=256)
+    request_hash = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON body")
+    state = models.CharField(max_length=10, choices=IdempotencyState.choices)
+    response = models.JSONField(null=True, blank=True)
+    expires_at = models.DateTimeField(help_text="In flight: when an abandoned request frees the key; done: +24 h")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["domain", "key"], name="idempotency_key_unique_per_domain")]
+        indexes = [
+            # idempotency_purge: expired keys
+            models.Index(fields=["expires_at"], name="idempotency_expiry_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.domain_id}, {self.state})"
+
+
 class SuppressionReason(models.TextChoices):
     BOUNCE = "bounce"
     COMPLAINT = "complaint"

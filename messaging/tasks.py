@@ -10,6 +10,7 @@ from celery import shared_task
 from kombu.exceptions import OperationalError
 
 from messaging import dispatch
+from messaging.idempotency import idempotency_purge
 
 logger = logging.getLogger(__name__)
 
@@ -33,3 +34,8 @@ def dispatch_enqueue(*, public_id: str) -> None:
         dispatch_task.apply_async(args=[public_id], retry=False)
     except (OperationalError, OSError) as exc:
         logger.warning("dispatch of %s not queued (the sweeper will pick it up): %s", public_id, exc)
+
+
+@shared_task(name="messaging.idempotency_purge")
+def idempotency_purge_task() -> int:
+    return idempotency_purge()

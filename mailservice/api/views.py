@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.http import HttpResponse
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -18,6 +20,8 @@ from mailservice.api.serializers import (
     parse_send_request,
 )
 from mailservice.errors import ValidationFailed
+from messaging.idempotency import HEADER as IDEMPOTENCY_HEADER
+from messaging.idempotency import idempotency_key_parse, idempotent_send, request_hash
 from messaging.models import Direction
 from messaging.selectors import message_attachment, message_get, message_list, message_raw
 from messaging.services import message_send
@@ -28,6 +32,7 @@ _ERROR_DESCRIPTIONS = {
     401: "Key missing, invalid or revoked",
     403: "Key lacks the permission, or sender on a different domain (or a link's token is invalid or expired)",
     404: "Message not found, or not available to this key",
+    409: "Idempotency-Key used with another body (IdempotencyKeyReused) or still in flight (IdempotencyKeyInFlight)",
     413: "Request too large",
     429: "Too many requests (or the daily sending allowance is used up); see Retry-After",
     503: "Sending paused (no message was sent), or the service is temporarily unavailable",
@@ -47,17 +52,34 @@ class SendView(APIView):
 
     @extend_schema(
         operation_id="send",
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[ -~]+$"},
+                OpenApiParameter.HEADER,
+                description="Send at most once per key and domain within 24 hours: a retry with the same key "
+                "and body gets the first response again (with `Idempotent-Replayed: true`)",
+            )
+        ],
         request=PolymorphicProxySerializer(
             component_name="SendRequest",
             serializers=[InlineSendRequestSerializer, TemplateSendRequestSerializer],
             resource_type_field_name=None,
         ),
-        responses={200: SendResponseSerializer, **_errors(413, 503)},
+        responses={200: SendResponseSerializer, **_errors(409, 413, 503)},
     )
     def post(self, request: Request) -> Response:
+        key = idempotency_key_parse(request.headers.get(IDEMPOTENCY_HEADER))
         send_request = parse_send_request(request.data)
-        message = message_send(domain=request.auth.domain, request=send_request)
-        return Response(SendResponseSerializer(message).data)
+        domain = request.auth.domain
+
+        def send() -> dict[str, Any]:
+            return SendResponseSerializer(message_send(domain=domain, request=send_request)).data
+
+        if key is None:
+            return Response(send())
+        result = idempotent_send(domain=domain, key=key, body_hash=request_hash(request.data), send=send)
+        return Response(result.response, headers={"Idempotent-Replayed": "true"} if result.replayed else None)
 
 
 class MessageListView(APIView):

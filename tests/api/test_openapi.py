@@ -60,6 +60,9 @@ def test_operations_carry_the_spec_names_and_bearer_security(document):
         ("/v1/send", "post"): "send",
         ("/v1/messages", "get"): "listMessages",
         ("/v1/messages/{id}", "get"): "getMessage",
+        # Additions for the links in `email.received` events (README "Events and webhooks").
+        ("/v1/messages/{id}/raw", "get"): "getMessageRaw",
+        ("/v1/messages/{id}/attachments/{index}", "get"): "getMessageAttachment",
     }
     assert document["components"]["securitySchemes"] == {
         "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A domain API key"}
@@ -70,7 +73,7 @@ def test_operations_carry_the_spec_names_and_bearer_security(document):
 @pytest.mark.parametrize(
     ("path", "method", "statuses"),
     [
-        ("/v1/send", "post", {"400", "401", "403", "413", "429", "503"}),
+        ("/v1/send", "post", {"400", "401", "403", "409", "413", "429", "503"}),
         ("/v1/messages", "get", {"400", "401", "403", "429"}),
         ("/v1/messages/{id}", "get", {"400", "401", "403", "404", "429"}),
     ],
