@@ -24,7 +24,7 @@ class ApiKeyAddForm(forms.ModelForm):
 
     class Meta:
         model = ApiKey
-        fields = ["domain", "name"]
+        fields = ["domain", "name", "is_test"]
 
 
 @admin.register(ApiKey)
@@ -35,11 +35,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "domain",
         "key_prefix",
         "permission_list",
+        "is_test",
         "last_used_at",
         "state",
         "created_at",
     ]
-    list_filter = ["domain", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_filter = ["domain", "is_test", ("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["domain"]
     search_fields = ["public_id", "name", "prefix", "domain__name"]
     show_full_result_count = False
@@ -52,6 +53,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "name",
         "key_prefix",
         "permission_list",
+        "is_test",
         "last_used_at",
         "revoked_at",
         "created_at",
@@ -70,7 +72,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
         return f"revoked {api_key.revoked_at:%Y-%m-%d %H:%M}" if api_key.revoked_at else "active"
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
-        return ["domain", "name", "permissions"] if obj is None else self.change_fields
+        return ["domain", "name", "permissions", "is_test"] if obj is None else self.change_fields
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         # A key's domain and permissions are fixed: a different key is a new key.
@@ -79,7 +81,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def get_form(self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:
             kwargs["form"] = ApiKeyAddForm
-            kwargs["fields"] = ["domain", "name"]
+            kwargs["fields"] = ["domain", "name", "is_test"]
         return super().get_form(request, obj, change, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool) -> None:
@@ -90,6 +92,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
             domain=form.cleaned_data["domain"],
             name=form.cleaned_data["name"],
             permissions=form.cleaned_data["permissions"],
+            is_test=form.cleaned_data["is_test"],
         )
         adopt(obj, created.api_key)
         obj.secret = created.secret  # for response_add only; never saved

@@ -29,7 +29,7 @@ def sending_health(*, domain: Domain) -> SendingHealth:
     """Bounces and complaints among the domain's most recent sends (the last N, none older than H hours)."""
     since = timezone.now() - timedelta(hours=settings.MAILSERVICE_SAFEGUARD_WINDOW_HOURS)
     window = (
-        Message.objects.filter(domain=domain, direction=Direction.SENT, created_at__gte=since)
+        Message.objects.filter(domain=domain, direction=Direction.SENT, is_test=False, created_at__gte=since)
         .order_by("-created_at", "-public_id")
         .values("id")[: settings.MAILSERVICE_SAFEGUARD_WINDOW_SENDS]
     )

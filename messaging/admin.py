@@ -36,8 +36,18 @@ class MessageChangeList(ChangeList):
 
 @admin.register(Message)
 class MessageAdmin(admin.ModelAdmin):
-    list_display = ["public_id", "created_at", "direction", "status", "domain", "from_address", "recipients", "subject"]
-    list_filter = ["direction", "status", "domain", ("created_at", admin.DateFieldListFilter)]
+    list_display = [
+        "public_id",
+        "created_at",
+        "direction",
+        "status",
+        "is_test",
+        "domain",
+        "from_address",
+        "recipients",
+        "subject",
+    ]
+    list_filter = ["direction", "status", "is_test", "domain", ("created_at", admin.DateFieldListFilter)]
     list_select_related = ["domain"]
     search_fields = ["=public_id", "from_address", "to", "subject"]
     search_help_text = "A msg_… id finds that message; other words search from, to and subject."
@@ -50,7 +60,7 @@ class MessageAdmin(admin.ModelAdmin):
     show_facets = admin.ShowFacets.NEVER  # facet counts would scan the whole table
     list_per_page = 50
     fieldsets = [
-        (None, {"fields": ["public_id", "domain", "direction", "status", "created_at", "updated_at"]}),
+        (None, {"fields": ["public_id", "domain", "direction", "status", "is_test", "created_at", "updated_at"]}),
         ("Timeline", {"fields": ["timeline"]}),
         (
             "Addresses",

@@ -34,6 +34,7 @@ from mailservice.mailbox import address_of
 from messaging.dkim import dkim_sign
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression
+from messaging.sandbox import sandbox_outcome
 from messaging.transports import Connection, SendResult, transport
 
 logger = logging.getLogger(__name__)
@@ -239,6 +240,9 @@ def _send_one(
         if not wire:
             error = "every recipient is on the suppression list"
             return Outcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
+        if message.is_test:
+            status, events = sandbox_outcome(recipients=wire)
+            return Outcome(status, [*skipped, *events])
         rendered = render_message(message)
         envelope = envelope_for(
             message=message, recipients=wire, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN

@@ -39,6 +39,9 @@ class Message(models.Model):
     html = models.TextField(null=True, blank=True)
     template = models.ForeignKey(Template, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     template_version = models.PositiveIntegerField(null=True, blank=True)
+    is_test = models.BooleanField(
+        default=False, help_text="Sent with a test key: never handed to SMTP, its outcome simulated"
+    )
 
     # Dispatch bookkeeping (sent messages).
     attempts = models.PositiveIntegerField(default=0)

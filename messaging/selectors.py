@@ -45,9 +45,13 @@ def _decode_cursor(*, cursor: str, domain: Domain, direction: str | None) -> tup
     return created, public_id
 
 
-def message_list(*, domain: Domain, direction: str | None, limit: int, after: str | None) -> MessagePage:
-    """Newest first by (created_at, public_id), keyset-paginated so pages neither skip nor repeat."""
-    messages = Message.objects.filter(domain=domain).select_related("domain").only(*_LIST_COLUMNS)
+def message_list(
+    *, domain: Domain, direction: str | None, limit: int, after: str | None, is_test: bool = False
+) -> MessagePage:
+    """Newest first by (created_at, public_id), keyset-paginated so pages neither skip nor repeat.
+
+    A test key sees only test messages and a live key only live ones."""
+    messages = Message.objects.filter(domain=domain, is_test=is_test).select_related("domain").only(*_LIST_COLUMNS)
     if direction:
         messages = messages.filter(direction=direction)
     if after:
@@ -63,11 +67,13 @@ def message_list(*, domain: Domain, direction: str | None, limit: int, after: st
     return MessagePage(messages=page, has_more=has_more, next_cursor=next_cursor)
 
 
-def message_get(*, domain: Domain, public_id: str) -> Message:
-    """A message of this domain; another domain's message is reported exactly like a missing one."""
+def message_get(*, domain: Domain, public_id: str, is_test: bool = False) -> Message:
+    """A message of this domain; another domain's message (or one of the other mode, live or test)
+    is reported exactly like a missing one."""
     if "\x00" in public_id:  # PostgreSQL rejects NUL in a query; no id contains one anyway
         raise NotFound("No message with that id")
-    message = Message.objects.select_related("domain").filter(domain=domain, public_id=public_id).first()
+    found = Message.objects.select_related("domain").filter(domain=domain, is_test=is_test, public_id=public_id)
+    message = found.first()
     if message is None:
         raise NotFound("No message with that id")
     return message
@@ -92,7 +98,7 @@ def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRat
     """Bounced and complained shares of each domain's messages sent in the last `days` days, in one query."""
     since = timezone.now() - timedelta(days=days)
     rows = (
-        Message.objects.filter(domain_id__in=domain_ids, direction=Direction.SENT, created_at__gte=since)
+        Message.objects.filter(domain_id__in=domain_ids, direction=Direction.SENT, is_test=False, created_at__gte=since)
         .values("domain_id")
         .annotate(
             sent=Count("id"),
@@ -112,21 +118,21 @@ class Attachment:
     data: bytes
 
 
-def _received_source(*, domain: Domain, public_id: str) -> bytes:
-    message = message_get(domain=domain, public_id=public_id)
+def _received_source(*, domain: Domain, public_id: str, is_test: bool) -> bytes:
+    message = message_get(domain=domain, public_id=public_id, is_test=is_test)
     if message.direction != Direction.RECEIVED or message.raw is None:
         raise NotFound("Only received messages keep their source")
     return bytes(message.raw)
 
 
-def message_raw(*, domain: Domain, public_id: str) -> bytes:
+def message_raw(*, domain: Domain, public_id: str, is_test: bool = False) -> bytes:
     """A received message's source exactly as it arrived."""
-    return _received_source(domain=domain, public_id=public_id)
+    return _received_source(domain=domain, public_id=public_id, is_test=is_test)
 
 
-def message_attachment(*, domain: Domain, public_id: str, index: int) -> Attachment:
+def message_attachment(*, domain: Domain, public_id: str, index: int, is_test: bool = False) -> Attachment:
     """Attachment number `index` (0-based, in the order `email.received` lists them) of a received message."""
-    parts = attachment_parts(parse_bytes(_received_source(domain=domain, public_id=public_id)))
+    parts = attachment_parts(parse_bytes(_received_source(domain=domain, public_id=public_id, is_test=is_test)))
     if not 0 <= index < len(parts):
         raise NotFound("No attachment with that number")
     part = parts[index]

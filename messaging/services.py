@@ -50,10 +50,12 @@ def _is_on_domain(address: str, domain: Domain) -> bool:
     return sender_domain == domain.name
 
 
-def message_send(*, domain: Domain, request: SendRequest) -> Message:
+def message_send(*, domain: Domain, request: SendRequest, is_test: bool = False) -> Message:
     """Store an outbound message as `accepted`, after every check of the spec, in its order.
 
-    Nothing is stored when any check fails. Dispatch starts only once the row is committed.
+    Nothing is stored when any check fails. Dispatch starts only once the row is committed. A test
+    key's message (`is_test`) passes the same checks but does not count against the allowance;
+    dispatch simulates its outcome instead of handing it to SMTP (messaging/sandbox.py).
     """
     subject, text, html, version = request.subject, request.text, request.html, None
     if request.template is not None:
@@ -88,8 +90,11 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         template=version.template if version else None,
         template_version=version.number if version else None,
         next_attempt_at=timezone.now(),
+        is_test=is_test,
     )
-    if connection.vendor == "postgresql":
+    if is_test:
+        _store_test(message)
+    elif connection.vendor == "postgresql":
         _store_in_one_statement(domain, message)
     else:
         _store_in_transaction(domain, message)
@@ -103,6 +108,15 @@ def _store_in_transaction(domain: Domain, message: Message) -> None:
         raise SendingPaused(PAUSED_MESSAGE)
     with transaction.atomic():
         allowance_consume(domain=domain)
+        message.save(force_insert=True)
+        MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
+
+
+def _store_test(message: Message) -> None:
+    """A test message: the global pause applies as to live ones; no allowance is counted."""
+    if global_sending_paused():
+        raise SendingPaused(PAUSED_MESSAGE)
+    with transaction.atomic():
         message.save(force_insert=True)
         MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
 

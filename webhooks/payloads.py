@@ -137,7 +137,7 @@ def event_payload(*, event: MessageEvent, message: Message, event_id: str) -> st
         "type": public.value,
         "id": event_id,
         "created_at": event.created_at.isoformat().replace("+00:00", "Z"),
-        "test": False,
+        "test": message.is_test,
         "data": data,
     }
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))

@@ -74,7 +74,8 @@ class SendView(APIView):
         domain = request.auth.domain
 
         def send() -> dict[str, Any]:
-            return SendResponseSerializer(message_send(domain=domain, request=send_request)).data
+            message = message_send(domain=domain, request=send_request, is_test=request.auth.is_test)
+            return SendResponseSerializer(message).data
 
         if key is None:
             return Response(send())
@@ -107,7 +108,11 @@ class MessageListView(APIView):
     def get(self, request: Request) -> Response:
         query = parse_list_query(request.query_params)
         page = message_list(
-            domain=request.auth.domain, direction=query.get("direction"), limit=query["limit"], after=query.get("after")
+            domain=request.auth.domain,
+            is_test=request.auth.is_test,
+            direction=query.get("direction"),
+            limit=query["limit"],
+            after=query.get("after"),
         )
         return Response(MessageListSerializer(page).data)
 
@@ -125,7 +130,7 @@ class MessageDetailView(APIView):
     def get(self, request: Request, id: str) -> Response:  # noqa: A002 - the spec's parameter name
         if len(id) > 256:
             raise ValidationFailed("id: a message id is at most 256 characters")
-        message = message_get(domain=request.auth.domain, public_id=id)
+        message = message_get(domain=request.auth.domain, is_test=request.auth.is_test, public_id=id)
         return Response(MessageSerializer(message, context={"include_text": True}).data)
 
 
@@ -150,7 +155,7 @@ class MessageRawView(APIView):
     )
     def get(self, request: Request, id: str) -> HttpResponse:  # noqa: A002 - as in getMessage
         link_check(path=request.path_info, token=request.query_params.get("token"))
-        raw = message_raw(domain=request.auth.domain, public_id=id)
+        raw = message_raw(domain=request.auth.domain, is_test=request.auth.is_test, public_id=id)
         return HttpResponse(raw, content_type="message/rfc822")
 
 
@@ -168,7 +173,9 @@ class MessageAttachmentView(APIView):
     )
     def get(self, request: Request, id: str, index: int) -> HttpResponse:  # noqa: A002 - as in getMessage
         link_check(path=request.path_info, token=request.query_params.get("token"))
-        attachment = message_attachment(domain=request.auth.domain, public_id=id, index=index)
+        attachment = message_attachment(
+            domain=request.auth.domain, is_test=request.auth.is_test, public_id=id, index=index
+        )
         response = HttpResponse(attachment.data, content_type=attachment.content_type)
         response["Content-Disposition"] = content_disposition_header(True, attachment.filename or f"attachment-{index}")
         return response

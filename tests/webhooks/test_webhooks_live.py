@@ -14,6 +14,7 @@ from email.mime.text import MIMEText
 import httpx
 import pytest
 
+from apikeys.models import ApiKey
 from domains.models import Domain
 from messaging.models import EventType, Message, MessageEvent
 from tests.factories import ApiKeyFactory, DomainFactory, MessageFactory
@@ -260,3 +261,33 @@ def test_a_backlog_to_a_slow_endpoint_does_not_slow_the_dispatch_of_other_mail(b
         # The slow endpoint was being served meanwhile, never more than its cap at once.
         assert WebhookDelivery.objects.filter(endpoint__domain=other, status=DeliveryStatus.SUCCEEDED).exists()
         assert WebhookDelivery.objects.filter(endpoint__domain=other, lease_expires_at__isnull=False).count() <= 4
+
+
+def test_a_test_key_produces_every_simulated_event_through_the_webhook_and_nothing_reaches_smtp():
+    with smtp_sink() as sink, running(email_url=sink.url) as stack:
+        test_key = ApiKeyFactory(domain=stack.domain)
+        ApiKey.objects.filter(pk=test_key.pk).update(is_test=True)
+        live_header, stack.key_header = stack.key_header, {"Authorization": f"Bearer {test_key.secret}"}
+        sent = {address: stack.send(to=address) for address in SIMULATOR_OUTCOMES}
+
+        for address, (last, fields) in SIMULATOR_OUTCOMES.items():
+            event = stack.wait_for_event(last, sent[address])
+            assert event["test"] is True
+            assert {name: event["data"][name] for name in fields} == fields
+        assert stack.wait_for_event("email.delivered", sent["complained@simulator.test"])["test"] is True
+        assert all(event["test"] for event in stack.receiver.verified(stack.secret))
+        assert sink.received == []
+
+        listed = httpx.get(f"{stack.base_url}/v1/messages", headers=live_header, timeout=10).json()["data"]
+        assert listed == []
+        hidden = httpx.get(f"{stack.base_url}/v1/messages/{sent['bounced@simulator.test']}", headers=live_header)
+        assert hidden.status_code == 404
+
+
+SIMULATOR_OUTCOMES = {
+    "delivered@simulator.test": ("email.delivered", {"status": "delivered"}),
+    "bounced@simulator.test": ("email.bounced", {"bounce_type": "hard", "recipient": "bounced@simulator.test"}),
+    "softbounce@simulator.test": ("email.bounced", {"bounce_type": "soft", "status_code": "4.2.2"}),
+    "complained@simulator.test": ("email.complained", {"feedback_type": "abuse", "status": "complained"}),
+    "anyone@example.org": ("email.delivered", {"recipient": "anyone@example.org"}),
+}
