@@ -200,3 +200,25 @@ def test_clients_read_the_key_and_base_url_from_the_environment(base_url, key, m
     )["MessageId"]
 
     assert Message.objects.filter(public_id__in=[native_id, resend_id, boto3_id]).count() == 3
+
+
+def test_idempotent_sends_through_the_python_clients(base_url, key):
+    body = {"from": FROM, "to": TO, "subject": "Once", "text": "x"}
+    with MailService(api_key=key, base_url=base_url) as client:
+        first = client.send(body, idempotency_key="py-native-1")
+        assert client.send(body, idempotency_key="py-native-1") == first
+        with pytest.raises(MailServiceError) as reused:
+            client.send({**body, "subject": "Other"}, idempotency_key="py-native-1")
+        assert (reused.value.code, reused.value.status) == ("IdempotencyKeyReused", 409)
+
+    async def send_async() -> str:
+        async with AsyncMailService(api_key=key, base_url=base_url) as client:
+            return (await client.send(body, idempotency_key="py-native-1"))["id"]
+
+    assert asyncio.run(send_async()) == first["id"]
+
+    resend.api_key, resend.api_url = key, base_url
+    params = {"from": FROM, "to": TO, "subject": "Once", "text": "x"}
+    once = resend.Emails.send(params, {"idempotency_key": "py-resend-1"})
+    assert resend.Emails.send(params, {"idempotency_key": "py-resend-1"}) == once
+    assert Message.objects.filter(domain__name=DOMAIN).count() == 2

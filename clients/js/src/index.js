@@ -2,7 +2,7 @@
 // MAILSERVICE_BASE_URL.
 
 import { ValidationError } from "./errors.js";
-import { request, resolveConfig } from "./http.js";
+import { idempotencyHeaders, request, resolveConfig } from "./http.js";
 import { checkSend, checkString } from "./validate.js";
 
 export * from "./errors.js";
@@ -58,8 +58,9 @@ export class MailService {
   }
 
   /** Send one message; `params` are the wire fields (`from`, `to`, `subject`, `text`, `template`, ...). */
-  async send(params) {
-    return (await request(this.#config, "POST", "/v1/send", { body: checkSend(params) })).data;
+  async send(params, { idempotencyKey } = {}) {
+    const headers = idempotencyHeaders(idempotencyKey);
+    return (await request(this.#config, "POST", "/v1/send", { body: checkSend(params), headers })).data;
   }
 }
 
