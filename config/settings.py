@@ -151,12 +151,20 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI would otherwise send the document's URL to validator.swagger.io: /docs/ stays offline.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["mailservice.api.openapi.close_object_schemas"],
+    "POSTPROCESSING_HOOKS": [
+        "mailservice.api.openapi.add_webhook_components",
+        "mailservice.api.openapi.close_object_schemas",
+    ],
     "APPEND_COMPONENTS": {
         "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer", "description": "A domain API key"}}
     },
     "SECURITY": [{"bearerAuth": []}],
     "AUTHENTICATION_WHITELIST": [],
+    # One per event type (README "Events and webhooks").
+    "WEBHOOKS": [
+        f"webhooks.openapi.EMAIL_{name}"
+        for name in ("ACCEPTED", "DELIVERED", "DELAYED", "BOUNCED", "COMPLAINED", "FAILED", "SUPPRESSED", "RECEIVED")
+    ],
 }
 
 # --- The mail service itself ---------------------------------------------------------

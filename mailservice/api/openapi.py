@@ -28,3 +28,13 @@ def close_object_schemas(result: dict[str, Any], generator: Any, request: Any, p
             if "requestBody" in operation:
                 operation["requestBody"]["required"] = True
     return result
+
+
+def add_webhook_components(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """The components of the `webhooks` section: drf-spectacular (0.30) builds the components before
+    it processes the webhooks, so the schemas they register would be missing (dangling $refs)."""
+    schemas = generator.registry.build({}).get("schemas", {})
+    result.setdefault("components", {}).setdefault("schemas", {})
+    for name, schema in schemas.items():
+        result["components"]["schemas"].setdefault(name, schema)
+    return result
