@@ -22,7 +22,7 @@ SIGNATURE_NOTE = (
 class EmailEventData(MessageSerializer):
     """The message as GET /v1/messages/{id} shows it (text null), status as of the event, plus the event's fields."""
 
-    recipient = serializers.CharField(required=False, help_text="The recipient the event is about, when it is about one")
+    recipient = serializers.CharField(required=False, help_text="The recipient the event is about, if about one")
 
 
 class EmailSmtpEventData(EmailEventData):
