@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install worker beat inbound migrate browser-test soak
+.PHONY: run test lint install worker webhooks-worker beat inbound migrate browser-test soak
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,10 @@ inbound: install
 
 worker: install
 	$(BIN)/celery -A config worker --pool threads --concurrency 8 --loglevel INFO
+
+# Webhook requests only (README, "Events and webhooks"): a slow endpoint never holds a dispatch thread.
+webhooks-worker: install
+	$(BIN)/celery -A config worker -Q webhooks --pool threads --concurrency 16 -n webhooks@%h --loglevel INFO
 
 beat: install
 	$(BIN)/celery -A config beat --loglevel INFO
