@@ -16,7 +16,17 @@ from mailservice.mailbox import address_of, is_mailbox
 from messaging.models import Message, Suppression
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
-_LIST_COLUMNS = ("public_id", "domain__name", "direction", "status", "from_address", "to", "subject", "created_at")
+_LIST_COLUMNS = (
+    "public_id",
+    "domain__name",
+    "direction",
+    "status",
+    "is_test",
+    "from_address",
+    "to",
+    "subject",
+    "created_at",
+)
 
 
 def _mailbox_list(field: str, label: str) -> Callable[[Any, Message], str]:

@@ -118,7 +118,12 @@ def events_fan_out(*, limit: int = FAN_OUT_BATCH) -> set[int]:
         )
         if not events:
             return set()
-        messages = Message.objects.select_related("domain").in_bulk({event.message_id for event in events})
+        # Bodies and raw source are read only for the few messages whose payload needs them.
+        messages = (
+            Message.objects.select_related("domain")
+            .defer("text", "html", "raw")
+            .in_bulk({event.message_id for event in events})
+        )
         endpoints: dict[int, list[WebhookEndpoint]] = {}
         for endpoint in WebhookEndpoint.objects.filter(
             domain_id__in={message.domain_id for message in messages.values()}, enabled=True
