@@ -12,8 +12,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from mailservice.console import adopt
+from mailservice.errors import ValidationFailed
 from webhooks.models import EventType, WebhookDelivery, WebhookEndpoint
 from webhooks.services import deliveries_resend, endpoint_create, endpoint_enable, endpoint_rotate_secret
+from webhooks.targets import url_check
 
 RECENT_DELIVERIES = 50
 
@@ -30,6 +32,14 @@ class WebhookEndpointAddForm(forms.ModelForm):
     class Meta:
         model = WebhookEndpoint
         fields = ["domain", "url"]
+
+    def clean_url(self) -> str:
+        url = self.cleaned_data["url"]
+        try:
+            url_check(url)
+        except ValidationFailed as exc:
+            raise forms.ValidationError(exc.message) from None
+        return url
 
 
 def _secret_page(request: HttpRequest, endpoint: WebhookEndpoint, secret: str, *, rotated: bool) -> HttpResponse:
