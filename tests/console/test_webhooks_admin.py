@@ -1,7 +1,6 @@
 """Webhook endpoints and deliveries in the console: the secret once, state, recent deliveries, re-send."""
 
 import re
-from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -67,6 +66,4 @@ def test_failed_deliveries_of_a_period_can_be_sent_again(operator, domain):
 
     assert response.status_code == 200
     assert WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, attempts=0).count() == 2
-    assert (
-        operator.get(f"{DELIVERIES}?created_at__gte={(timezone.now() - timedelta(days=1)).date()}").status_code == 200
-    )
+    assert "email.accepted" in operator.get(f"{DELIVERIES}?status=pending").content.decode()
