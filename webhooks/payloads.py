@@ -125,10 +125,17 @@ def _received_fields(message: Message) -> dict[str, Any]:
     }
 
 
-def event_payload(*, event: MessageEvent, message: Message, event_id: str) -> str:
-    """The exact JSON body of `event` of `message`."""
+def messages_data(messages: list[Message]) -> dict[int, dict[str, Any]]:
+    """Each message as the API shows it (text null), by primary key: one serializer for the whole
+    batch, since setting up a DRF serializer costs more than rendering one message."""
+    rendered = MessageSerializer(messages, many=True).data
+    return {message.pk: dict(data) for message, data in zip(messages, rendered, strict=True)}
+
+
+def event_payload(*, event: MessageEvent, message: Message, message_data: dict[str, Any], event_id: str) -> str:
+    """The exact JSON body of `event` of `message`, whose API form (`messages_data`) is `message_data`."""
     public = PUBLIC_TYPE[event.type]
-    data = dict(MessageSerializer(message).data)
+    data = dict(message_data)
     data["status"] = _STATUS_AFTER.get(event.type, data["status"])
     if public == EventType.RECEIVED:
         data |= _received_fields(message)

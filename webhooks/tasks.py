@@ -11,13 +11,15 @@ from datetime import datetime
 from celery import shared_task
 from django.conf import settings
 
+from mailservice.locks import single_flight
 from webhooks import services
 from webhooks.models import WebhookDelivery
 
 # A deliver task keeps taking its endpoint's next due delivery for this long, then yields its thread.
 DELIVER_BUDGET_SECONDS = 30.0
-# A pump fans out at most this many batches, so a backlog cannot hold the default worker for long.
-PUMP_BATCHES = 20
+# A pump fans out batches for at most this long, so a backlog never holds a thread of the default
+# worker (which dispatches mail) for long; the next pump carries on.
+PUMP_BUDGET_SECONDS = 1.0
 
 
 def _enqueue(deliveries: list[WebhookDelivery]) -> None:
@@ -27,10 +29,18 @@ def _enqueue(deliveries: list[WebhookDelivery]) -> None:
 
 @shared_task(name="webhooks.pump")
 def pump_task() -> int:
-    """Fan out new events, then hand every endpoint's due deliveries (up to its cap) to the webhooks worker."""
-    for _ in range(PUMP_BATCHES):
-        if not services.events_fan_out():
-            break
+    """Fan out new events, then hand every endpoint's due deliveries (up to its cap) to the webhooks worker.
+
+    One pump at a time: beat sends one every interval, and pumps piling up on a backlog would take
+    every thread of the worker that dispatches mail."""
+    with single_flight("webhooks.pump") as alone:
+        return _pump() if alone else 0
+
+
+def _pump() -> int:
+    deadline = time.monotonic() + PUMP_BUDGET_SECONDS
+    while services.events_fan_out() and time.monotonic() < deadline:
+        pass
     claimed = 0
     for endpoint_id in services.endpoints_due():
         deliveries = services.deliveries_claim(

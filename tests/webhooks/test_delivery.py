@@ -30,12 +30,12 @@ def test_fan_out_makes_one_delivery_per_interested_endpoint_and_empties_the_outb
     message = MessageFactory(domain=domain)
     delivered, bounced = _event(message), _event(message, MessageEventType.BOUNCED, detail="550 5.1.1 no such user")
 
-    assert services.events_fan_out() == {everything.pk, bounces.pk}
+    assert services.events_fan_out() == 2
 
     rows = {(d.endpoint_id, d.message_event_id) for d in WebhookDelivery.objects.all()}
     assert rows == {(everything.pk, delivered.pk), (everything.pk, bounced.pk), (bounces.pk, bounced.pk)}
     assert not MessageEvent.objects.filter(published_at__isnull=True).exists()
-    assert services.events_fan_out() == set()
+    assert services.events_fan_out() == 0
     # One event id per event, whichever endpoint gets it.
     assert WebhookDelivery.objects.filter(message_event=bounced).values("event_id").distinct().count() == 1
 
@@ -119,7 +119,7 @@ def test_the_retry_schedule_spans_about_a_day_then_gives_up():
     delays = [services.retry_delay(attempt=n) for n in range(1, 9)]
     assert delays[0] < timedelta(seconds=10) and delays[-1] is None
     total = sum(delays[:-1], timedelta())
-    assert timedelta(hours=26) < total < timedelta(hours=40)
+    assert timedelta(hours=22) <= total <= timedelta(hours=34)  # about a day: 27.6 h before jitter
 
 
 def test_an_endpoint_failing_for_five_days_is_disabled_and_says_why(domain, receiver):

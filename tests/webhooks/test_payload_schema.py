@@ -12,7 +12,7 @@ from django.test import Client
 from messaging.models import Direction, MessageEvent, Status
 from messaging.models import EventType as MessageEventType
 from tests.factories import MessageFactory
-from webhooks.payloads import PUBLIC_TYPE, event_payload
+from webhooks.payloads import PUBLIC_TYPE, event_payload, messages_data
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,9 @@ def test_each_payload_validates_against_its_webhook_schema(event_type):
     )
     public = PUBLIC_TYPE[event_type]
 
-    body = event_payload(event=event, message=message, event_id="evt_x")
+    body = event_payload(
+        event=event, message=message, message_data=messages_data([message])[message.pk], event_id="evt_x"
+    )
 
     schema = document["webhooks"][public]["post"]["requestBody"]["content"]["application/json"]["schema"]
     jsonschema.Draft202012Validator({**document, **schema}).validate(json.loads(body))
