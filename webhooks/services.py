@@ -175,7 +175,8 @@ def _due(now: datetime) -> Q:
 def endpoints_due() -> list[int]:
     """The enabled endpoints that have a delivery due."""
     due = WebhookDelivery.objects.filter(_due(timezone.now()), endpoint__enabled=True)
-    return list(due.values_list("endpoint_id", flat=True).distinct())
+    # order_by(): the model's ordering would make DISTINCT return one row per delivery.
+    return list(due.order_by().values_list("endpoint_id", flat=True).distinct())
 
 
 def deliveries_claim(*, endpoint_id: int, limit: int) -> list[WebhookDelivery]:

@@ -161,6 +161,7 @@ def test_no_more_than_the_cap_of_deliveries_is_in_flight_per_endpoint(domain, se
         _event(MessageFactory(domain=domain))
     services.events_fan_out()
 
+    assert sorted(services.endpoints_due()) == sorted([endpoint.pk, other.pk])  # once each, 5 due apiece
     assert len(services.deliveries_claim(endpoint_id=endpoint.pk, limit=10)) == 3
     assert services.deliveries_claim(endpoint_id=endpoint.pk, limit=10) == []
     assert len(services.deliveries_claim(endpoint_id=other.pk, limit=10)) == 3
