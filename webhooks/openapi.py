@@ -108,11 +108,11 @@ def _webhook(event_type: str) -> OpenApiWebhook:
 
 
 # SPECTACULAR_SETTINGS["WEBHOOKS"] names each of these.
-EMAIL_ACCEPTED = _webhook(EventType.ACCEPTED)
-EMAIL_DELIVERED = _webhook(EventType.DELIVERED)
-EMAIL_DELAYED = _webhook(EventType.DELAYED)
-EMAIL_BOUNCED = _webhook(EventType.BOUNCED)
-EMAIL_COMPLAINED = _webhook(EventType.COMPLAINED)
-EMAIL_FAILED = _webhook(EventType.FAILED)
-EMAIL_SUPPRESSED = _webhook(EventType.SUPPRESSED)
-EMAIL_RECEIVED = _webhook(EventType.RECEIVED)
+EMAIL_ACCEPTED = _webhook(EventType.ACCEPTED.value)
+EMAIL_DELIVERED = _webhook(EventType.DELIVERED.value)
+EMAIL_DELAYED = _webhook(EventType.DELAYED.value)
+EMAIL_BOUNCED = _webhook(EventType.BOUNCED.value)
+EMAIL_COMPLAINED = _webhook(EventType.COMPLAINED.value)
+EMAIL_FAILED = _webhook(EventType.FAILED.value)
+EMAIL_SUPPRESSED = _webhook(EventType.SUPPRESSED.value)
+EMAIL_RECEIVED = _webhook(EventType.RECEIVED.value)
