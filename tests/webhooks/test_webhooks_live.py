@@ -261,7 +261,11 @@ def test_a_backlog_to_a_slow_endpoint_does_not_slow_the_dispatch_of_other_mail()
         busy = _dispatch_seconds(stack, 20)
         assert busy < quiet * 2 + 2, (quiet, busy)
         # The slow endpoint was being served meanwhile, never more than its cap at once.
-        assert WebhookDelivery.objects.filter(endpoint__domain=other, status=DeliveryStatus.SUCCEEDED).exists()
+        wait_until(
+            WebhookDelivery.objects.filter(endpoint__domain=other, status=DeliveryStatus.SUCCEEDED).exists,
+            timeout=30,
+            message="the slow endpoint to be served",
+        )
         assert WebhookDelivery.objects.filter(endpoint__domain=other, lease_expires_at__isnull=False).count() <= 4
 
 
