@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install worker beat inbound submission migrate browser-test soak manage start
+.PHONY: run test lint install worker webhooks-worker beat inbound submission migrate browser-test soak manage start
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,10 @@ submission: install
 
 worker: install
 	$(BIN)/celery -A config worker --pool threads --concurrency 8 --loglevel INFO
+
+# Webhook requests only (README, "Events and webhooks"): a slow endpoint never holds a dispatch thread.
+webhooks-worker: install
+	$(BIN)/celery -A config worker -Q webhooks --pool threads --concurrency 16 -n webhooks@%h --loglevel INFO
 
 beat: install
 	$(BIN)/celery -A config beat --loglevel INFO

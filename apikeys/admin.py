@@ -30,14 +30,14 @@ class ApiKeyAddForm(forms.ModelForm):
 
     class Meta:
         model = ApiKey
-        fields = ["domain", "name"]
+        fields = ["domain", "name", "is_test"]
 
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(ConsoleModelAdmin):
     # The prefix is how operators and logs name a key; the public id stays on the key's page.
-    list_display = ["key_prefix", "name", "domain", "permission_list", "state", "last_used", "created"]
-    list_filter = ["domain", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_display = ["key_prefix", "name", "domain", "permission_list", "is_test", "state", "last_used", "created"]
+    list_filter = ["domain", "is_test", ("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["domain"]
     search_fields = ["public_id", "name", "prefix", "domain__name"]
     show_full_result_count = False
@@ -50,6 +50,7 @@ class ApiKeyAdmin(ConsoleModelAdmin):
         "name",
         "key_prefix",
         "permission_list",
+        "is_test",
         "last_used_at",
         "revoked_at",
         "created_at",
@@ -76,7 +77,7 @@ class ApiKeyAdmin(ConsoleModelAdmin):
         return console_time(api_key.created_at)
 
     def get_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
-        return ["domain", "name", "permissions"] if obj is None else self.change_fields
+        return ["domain", "name", "permissions", "is_test"] if obj is None else self.change_fields
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiKey | None = None) -> list[str]:
         # A key's domain and permissions are fixed: a different key is a new key.
@@ -85,7 +86,7 @@ class ApiKeyAdmin(ConsoleModelAdmin):
     def get_form(self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any) -> Any:
         if obj is None:
             kwargs["form"] = ApiKeyAddForm
-            kwargs["fields"] = ["domain", "name"]
+            kwargs["fields"] = ["domain", "name", "is_test"]
         return super().get_form(request, obj, change, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: ApiKey, form: forms.ModelForm, change: bool) -> None:
@@ -96,6 +97,7 @@ class ApiKeyAdmin(ConsoleModelAdmin):
             domain=form.cleaned_data["domain"],
             name=form.cleaned_data["name"],
             permissions=form.cleaned_data["permissions"],
+            is_test=form.cleaned_data["is_test"],
         )
         adopt(obj, created.api_key)
         obj.secret = created.secret  # type: ignore[attr-defined]  # for response_add only; never saved

@@ -27,6 +27,11 @@ class ApiKey(models.Model):
     secret_hash = models.CharField(max_length=64, editable=False)
     can_send = models.BooleanField(default=True, verbose_name="email.send")
     can_read = models.BooleanField(default=True, verbose_name="email.read")
+    is_test = models.BooleanField(
+        default=False,
+        verbose_name="test key",
+        help_text="Sandbox: sends are checked and stored but never reach SMTP; outcomes are simulated",
+    )
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -37,7 +42,7 @@ class ApiKey(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        return f"{self.name or self.public_id} (ms_{self.prefix}_…)"
+        return f"{self.name or self.public_id} (ms_{self.prefix}_…){' [test]' if self.is_test else ''}"
 
     @property
     def permissions(self) -> list[str]:

@@ -30,7 +30,7 @@ class CreatedKey:
     secret: str  # the full bearer key; shown once, never stored
 
 
-def apikey_create(*, domain: Domain, permissions: list[str], name: str = "") -> CreatedKey:
+def apikey_create(*, domain: Domain, permissions: list[str], name: str = "", is_test: bool = False) -> CreatedKey:
     unknown = sorted(set(permissions) - set(Permission.values))
     if unknown:
         raise ValidationFailed(f"Unknown permission {unknown[0]!r}; use email.send and/or email.read")
@@ -45,6 +45,7 @@ def apikey_create(*, domain: Domain, permissions: list[str], name: str = "") -> 
         secret_hash=key_digest(raw_key),
         can_send=Permission.SEND in permissions,
         can_read=Permission.READ in permissions,
+        is_test=is_test,
     )
     return CreatedKey(api_key=api_key, secret=raw_key)
 

@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "apikeys",
     "templates_app",
     "messaging",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -199,12 +200,20 @@ SPECTACULAR_SETTINGS = {
     # Swagger UI would otherwise send the document's URL to validator.swagger.io: /docs/ stays offline.
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["mailservice.api.openapi.close_object_schemas"],
+    "POSTPROCESSING_HOOKS": [
+        "mailservice.api.openapi.add_webhook_components",
+        "mailservice.api.openapi.close_object_schemas",
+    ],
     "APPEND_COMPONENTS": {
         "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer", "description": "A domain API key"}}
     },
     "SECURITY": [{"bearerAuth": []}],
     "AUTHENTICATION_WHITELIST": [],
+    # One per event type (README "Events and webhooks").
+    "WEBHOOKS": [
+        f"webhooks.openapi.EMAIL_{name}"
+        for name in ("ACCEPTED", "DELIVERED", "DELAYED", "BOUNCED", "COMPLAINED", "FAILED", "SUPPRESSED", "RECEIVED")
+    ],
 }
 
 # --- The mail service itself ---------------------------------------------------------
@@ -344,6 +353,34 @@ CELERY_BEAT_SCHEDULE = {
     # The console dashboard's hourly and daily counts (messaging/aggregates.py).
     "status-counts-rollup": {"task": "messaging.status_counts_rollup", "schedule": 60.0, "options": {"expires": 60.0}},
 }
+# --- Webhooks (webhooks/) ---------------------------------------------------------------------
+# Private, loopback and link-local targets are refused unless this is set (tests, a trusted LAN).
+MAILSERVICE_WEBHOOK_ALLOW_PRIVATE = env_bool("MAILSERVICE_WEBHOOK_ALLOW_PRIVATE", False)
+# A 2xx within this many seconds is a success; anything else is retried.
+MAILSERVICE_WEBHOOK_TIMEOUT = env_float("MAILSERVICE_WEBHOOK_TIMEOUT", 10.0)
+# A claimed delivery is the worker's until then (well above the timeout); a killed worker's
+# delivery is claimed again once it runs out.
+MAILSERVICE_WEBHOOK_LEASE_SECONDS = env_float("MAILSERVICE_WEBHOOK_LEASE_SECONDS", 60.0)
+# At most this many requests in flight to one endpoint: a slow one holds only that many threads.
+MAILSERVICE_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("MAILSERVICE_WEBHOOK_ENDPOINT_CONCURRENCY", 4)
+# The queue of the delivery tasks, consumed by the Procfile's `webhooks` worker and no other, so
+# that webhook requests never hold the dispatch worker's threads.
+MAILSERVICE_WEBHOOK_QUEUE = env_str("MAILSERVICE_WEBHOOK_QUEUE", "webhooks")
+# How often beat fans new events out to endpoints and hands due deliveries to the webhooks worker.
+MAILSERVICE_WEBHOOK_PUMP_INTERVAL = env_float("MAILSERVICE_WEBHOOK_PUMP_INTERVAL", 1.0)
+# The API's public base URL (e.g. https://mail.example.com): links in `email.received` events start
+# with it (unset: the links are paths, to be joined to the base URL the application already uses).
+MAILSERVICE_API_URL = env_str("MAILSERVICE_API_URL")
+# How long those links to a received message's raw source and attachments work.
+MAILSERVICE_WEBHOOK_LINK_MAX_AGE = env_int("MAILSERVICE_WEBHOOK_LINK_MAX_AGE", 7 * 24 * 3600)
+CELERY_TASK_ROUTES = {"webhooks.deliver": {"queue": MAILSERVICE_WEBHOOK_QUEUE}}
+CELERY_BEAT_SCHEDULE["webhooks-pump"] = {
+    "task": "webhooks.pump",
+    "schedule": MAILSERVICE_WEBHOOK_PUMP_INTERVAL,
+    "options": {"expires": MAILSERVICE_WEBHOOK_PUMP_INTERVAL},
+}
+# Idempotency keys are kept 24 hours; expired ones are deleted hourly.
+CELERY_BEAT_SCHEDULE["idempotency-purge"] = {"task": "messaging.idempotency_purge", "schedule": 3600.0}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # LOG_FORMAT=json: one JSON object per line on stdout (time, level, logger, message, request_id,

@@ -27,6 +27,9 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "NotFound"
     METHOD_NOT_ALLOWED = "MethodNotAllowed"
     REQUEST_TOO_LARGE = "RequestTooLarge"
+    # 409
+    IDEMPOTENCY_KEY_REUSED = "IdempotencyKeyReused"
+    IDEMPOTENCY_KEY_IN_FLIGHT = "IdempotencyKeyInFlight"
     # 429
     RATE_LIMITED = "RateLimited"
     ALLOWANCE_EXHAUSTED = "AllowanceExhausted"
@@ -57,6 +60,8 @@ STATUS_OF_CODE: dict[ErrorCode, int] = {
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.METHOD_NOT_ALLOWED: 405,
     ErrorCode.REQUEST_TOO_LARGE: 413,
+    ErrorCode.IDEMPOTENCY_KEY_REUSED: 409,
+    ErrorCode.IDEMPOTENCY_KEY_IN_FLIGHT: 409,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.ALLOWANCE_EXHAUSTED: 429,
     ErrorCode.INTERNAL_ERROR: 500,

@@ -27,7 +27,17 @@ from messaging.selectors import recipient_outcomes
 from messaging.suppressions import normalize_address
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
-_LIST_COLUMNS = ("public_id", "domain__name", "direction", "status", "from_address", "to", "subject", "created_at")
+_LIST_COLUMNS = (
+    "public_id",
+    "domain__name",
+    "direction",
+    "status",
+    "is_test",
+    "from_address",
+    "to",
+    "subject",
+    "created_at",
+)
 
 
 def _mailbox_list(field: str, label: str) -> Callable[[Any, Message], str]:
@@ -49,7 +59,7 @@ class MessageChangeList(ChangeList):
 class MessageAdmin(ConsoleModelAdmin):
     # Six columns fit 1366 px: the domain is in From, direction and status share one, the subject is cut short.
     list_display = ["public_id", "created", "state", "from_address", "recipients_short", "subject_short"]
-    list_filter = ["direction", "status", "domain", ("created_at", admin.DateFieldListFilter)]
+    list_filter = ["direction", "status", "is_test", "domain", ("created_at", admin.DateFieldListFilter)]
     list_select_related = ["domain"]
     search_fields = ["=public_id", "from_address", "to", "subject"]
     search_help_text = "A msg_… id finds that message; other words search from, to and subject."
@@ -62,7 +72,7 @@ class MessageAdmin(ConsoleModelAdmin):
     show_facets = admin.ShowFacets.NEVER  # facet counts would scan the whole table
     list_per_page = 50
     fieldsets = [
-        (None, {"fields": ["public_id", "domain", "direction", "status", "created_at", "updated_at"]}),
+        (None, {"fields": ["public_id", "domain", "direction", "status", "is_test", "created_at", "updated_at"]}),
         ("Recipients", {"fields": ["recipient_outcomes"]}),
         ("Timeline", {"fields": ["timeline"]}),
         (

@@ -35,6 +35,7 @@ from messaging import sql
 from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.mime import UnsendableMessage, envelope_for, parsed_address, render_message
 from messaging.models import EventType, Message, MessageEvent, Status
+from messaging.sandbox import sandbox_outcome
 from messaging.submission.mime import submitted_rendering
 from messaging.suppressions import active_suppressions
 from messaging.transports import Connection, SendResult, transport
@@ -229,6 +230,9 @@ def _send_one(
         if not wire:
             error = "every recipient is on the suppression list"
             return SendOutcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
+        if message.is_test:
+            status, events = sandbox_outcome(recipients=wire)
+            return SendOutcome(status, [*skipped, *events])
         rendered = submitted_rendering(message) if message.submitted else render_message(message)
         envelope = envelope_for(
             message=message, recipients=wire, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN

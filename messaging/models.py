@@ -40,6 +40,9 @@ class Message(models.Model):
     html = models.TextField(null=True, blank=True)
     template = models.ForeignKey(Template, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     template_version = models.PositiveIntegerField(null=True, blank=True)
+    is_test = models.BooleanField(
+        default=False, help_text="Sent with a test key: never handed to SMTP, its outcome simulated"
+    )
 
     # Dispatch bookkeeping (sent messages).
     attempts = models.PositiveIntegerField(default=0)
@@ -115,6 +118,9 @@ class MessageEvent(models.Model):
     feedback_type = models.CharField(
         max_length=32, blank=True, default="", db_default="", help_text="A complaint's ARF Feedback-Type"
     )
+    # The webhook outbox: NULL until webhooks/fanout.py has turned the event into deliveries. Every
+    # INSERT leaves it NULL, the hand-written ones included, so no event escapes the outbox.
+    published_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -127,10 +133,41 @@ class MessageEvent(models.Model):
                 condition=models.Q(type="soft_bounced"),
                 name="event_soft_bounce_idx",
             ),
+            # webhooks fan-out: the events still in the outbox, oldest first
+            models.Index(fields=["id"], condition=models.Q(published_at__isnull=True), name="event_outbox_idx"),
         ]
 
     def __str__(self) -> str:
         return f"{self.message_id} {self.type}"
+
+
+class IdempotencyState(models.TextChoices):
+    IN_FLIGHT = "in_flight"
+    DONE = "done"
+
+
+class IdempotencyKey(models.Model):
+    """An `Idempotency-Key` of POST /v1/send, per domain: the first request's body hash and, once it
+    succeeded, its response, replayed to every retry until `expires_at`."""
+
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=256)
+    request_hash = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON body")
+    state = models.CharField(max_length=10, choices=IdempotencyState.choices)
+    response = models.JSONField(null=True, blank=True)
+    expires_at = models.DateTimeField(help_text="In flight: when an abandoned request frees the key; done: +24 h")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["domain", "key"], name="idempotency_key_unique_per_domain")]
+        indexes = [
+            # idempotency_purge: expired keys
+            models.Index(fields=["expires_at"], name="idempotency_expiry_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.domain_id}, {self.state})"
 
 
 class SuppressionReason(models.TextChoices):

@@ -8,6 +8,7 @@ from django.utils import timezone
 from domains.models import Domain
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.mailbox import address_of
+from messaging.inbound.parsing import attachment_parts, decode_header_value, parse_bytes, part_bytes, storable
 from messaging.models import DailyMessageCount, Direction, EventType, Message, Status
 
 _CURSOR_SALT = "messaging.message_list.cursor"
@@ -45,9 +46,13 @@ def _decode_cursor(*, cursor: str, domain: Domain, direction: str | None) -> tup
     return created, public_id
 
 
-def message_list(*, domain: Domain, direction: str | None, limit: int, after: str | None) -> MessagePage:
-    """Newest first by (created_at, public_id), keyset-paginated so pages neither skip nor repeat."""
-    messages = Message.objects.filter(domain=domain).select_related("domain").only(*_LIST_COLUMNS)
+def message_list(
+    *, domain: Domain, direction: str | None, limit: int, after: str | None, is_test: bool = False
+) -> MessagePage:
+    """Newest first by (created_at, public_id), keyset-paginated so pages neither skip nor repeat.
+
+    A test key sees only test messages and a live key only live ones."""
+    messages = Message.objects.filter(domain=domain, is_test=is_test).select_related("domain").only(*_LIST_COLUMNS)
     if direction:
         messages = messages.filter(direction=direction)
     if after:
@@ -63,11 +68,13 @@ def message_list(*, domain: Domain, direction: str | None, limit: int, after: st
     return MessagePage(messages=page, has_more=has_more, next_cursor=next_cursor)
 
 
-def message_get(*, domain: Domain, public_id: str) -> Message:
-    """A message of this domain; another domain's message is reported exactly like a missing one."""
+def message_get(*, domain: Domain, public_id: str, is_test: bool = False) -> Message:
+    """A message of this domain; another domain's message (or one of the other mode, live or test)
+    is reported exactly like a missing one."""
     if "\x00" in public_id:  # PostgreSQL rejects NUL in a query; no id contains one anyway
         raise NotFound("No message with that id")
-    message = Message.objects.select_related("domain").filter(domain=domain, public_id=public_id).first()
+    found = Message.objects.select_related("domain").filter(domain=domain, is_test=is_test, public_id=public_id)
+    message = found.first()
     if message is None:
         raise NotFound("No message with that id")
     return message
@@ -102,7 +109,8 @@ def delivery_rates_of_recent_sends(*, domain: Domain, hours: float, sends: int) 
     """Among the domain's most recent sends: the last `sends`, none older than `hours` hours."""
     since = timezone.now() - timedelta(hours=hours)
     window = (
-        Message.objects.filter(domain=domain, direction=Direction.SENT, created_at__gte=since)
+        # Test-key sends (the sandbox) never count towards a domain's reputation.
+        Message.objects.filter(domain=domain, direction=Direction.SENT, is_test=False, created_at__gte=since)
         .order_by("-created_at", "-public_id")
         .values("id")[:sends]
     )
@@ -116,7 +124,7 @@ def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRat
     since = timezone.now() - timedelta(days=days)
     sent, bounced, complained = Q(direction=Direction.SENT), Q(status=Status.BOUNCED), Q(status=Status.COMPLAINED)
     live = (
-        Message.objects.filter(sent, domain_id__in=domain_ids, created_at__gte=since)
+        Message.objects.filter(sent, domain_id__in=domain_ids, is_test=False, created_at__gte=since)
         .values("domain_id")
         .annotate(sent=Count("id"), bounced=Count("id", filter=bounced), complained=Count("id", filter=complained))
         .order_by()
@@ -199,3 +207,32 @@ def queue_state(*, now: datetime) -> QueueState:
     depth = queued.count()
     oldest_due = queued.filter(next_attempt_at__lte=now).aggregate(at=Min("next_attempt_at"))["at"]
     return QueueState(depth=depth, oldest_due_seconds=(now - oldest_due).total_seconds() if oldest_due else 0.0)
+
+
+@dataclass(frozen=True)
+class Attachment:
+    filename: str | None
+    content_type: str
+    data: bytes
+
+
+def _received_source(*, domain: Domain, public_id: str, is_test: bool) -> bytes:
+    message = message_get(domain=domain, public_id=public_id, is_test=is_test)
+    if message.direction != Direction.RECEIVED or message.raw is None:
+        raise NotFound("Only received messages keep their source")
+    return bytes(message.raw)
+
+
+def message_raw(*, domain: Domain, public_id: str, is_test: bool = False) -> bytes:
+    """A received message's source exactly as it arrived."""
+    return _received_source(domain=domain, public_id=public_id, is_test=is_test)
+
+
+def message_attachment(*, domain: Domain, public_id: str, index: int, is_test: bool = False) -> Attachment:
+    """Attachment number `index` (0-based, in the order `email.received` lists them) of a received message."""
+    parts = attachment_parts(parse_bytes(_received_source(domain=domain, public_id=public_id, is_test=is_test)))
+    if not 0 <= index < len(parts):
+        raise NotFound("No attachment with that number")
+    part = parts[index]
+    filename = storable(decode_header_value(part.get_filename())) or None
+    return Attachment(filename=filename, content_type=part.get_content_type(), data=part_bytes(part))

@@ -46,10 +46,12 @@ def _is_on_domain(mailbox: str, domain: Domain) -> bool:
         return False
 
 
-def message_send(*, domain: Domain, request: SendRequest) -> Message:
+def message_send(*, domain: Domain, request: SendRequest, is_test: bool = False) -> Message:
     """Store an outbound message as `accepted`, after every check of the spec, in its order.
 
-    Nothing is stored when any check fails. Dispatch starts only once the row is committed.
+    Nothing is stored when any check fails. Dispatch starts only once the row is committed. A test
+    key's message (`is_test`) passes the same checks but does not count against the allowance;
+    dispatch simulates its outcome instead of handing it to SMTP (messaging/sandbox.py).
     """
     subject, text, html, version = request.subject, request.text, request.html, None
     if request.template is not None:
@@ -76,8 +78,9 @@ def message_send(*, domain: Domain, request: SendRequest) -> Message:
         template=version.template if version else None,
         template_version=version.number if version else None,
         next_attempt_at=timezone.now(),
+        is_test=is_test,
     )
-    return message_store(domain=domain, message=message)
+    return message_store(domain=domain, message=message, is_test=is_test)
 
 
 def send_permitted(*, domain: Domain, from_address: str) -> None:
@@ -95,10 +98,13 @@ def send_permitted(*, domain: Domain, from_address: str) -> None:
         raise refusal
 
 
-def message_store(*, domain: Domain, message: Message) -> Message:
+def message_store(*, domain: Domain, message: Message, is_test: bool = False) -> Message:
     """Store an unsaved `accepted` message of `domain` with its `accepted` event, counted against
-    the daily allowance (429) unless sending is paused globally (503); dispatch starts on commit."""
-    if sql.available():
+    the daily allowance (429; a test key's never are) unless sending is paused globally (503);
+    dispatch starts on commit."""
+    if is_test:
+        _store_test(message)
+    elif sql.available():
         sql.message_send_in_one_statement(domain, message)
     else:
         _store_in_transaction(domain, message)
@@ -113,5 +119,14 @@ def _store_in_transaction(domain: Domain, message: Message) -> None:
         raise sending_paused_error()
     with transaction.atomic():
         allowance_consume(domain=domain)
+        message.save(force_insert=True)
+        MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
+
+
+def _store_test(message: Message) -> None:
+    """A test message (sandbox key): the global pause applies as to live ones; no allowance is counted."""
+    if global_paused():
+        raise sending_paused_error()
+    with transaction.atomic():
         message.save(force_insert=True)
         MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)

@@ -10,6 +10,7 @@ from celery import shared_task
 from kombu.exceptions import OperationalError
 
 from messaging import aggregates, dispatch
+from messaging.idempotency import idempotency_purge
 from messaging.retention import messages_purge
 
 logger = logging.getLogger(__name__)
@@ -44,3 +45,8 @@ def dispatch_enqueue(*, public_id: str) -> None:
 @shared_task(name="messaging.retention_purge")
 def retention_purge_task() -> int:
     return messages_purge().total
+
+
+@shared_task(name="messaging.idempotency_purge")
+def idempotency_purge_task() -> int:
+    return idempotency_purge()

@@ -20,3 +20,5 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
 CELERY_TASK_ALWAYS_EAGER = True
 EMAIL_URL = None
 MAILSERVICE_OUTBOX_DIR = VAR_DIR / "test-outbox"  # noqa: F405
+# Webhook receivers in tests listen on loopback.
+MAILSERVICE_WEBHOOK_ALLOW_PRIVATE = True

@@ -55,8 +55,12 @@ _ERROR_EXAMPLES: dict[ErrorCode, str] = {
     ErrorCode.RATE_LIMITED: "Too many requests; wait before retrying",
     ErrorCode.ALLOWANCE_EXHAUSTED: "The daily sending allowance of 10000 messages for demo.example is used up",
     ErrorCode.SENDING_PAUSED: (
-        "Sending is paused: production sending is not activated for this domain; no message was sent"
+        "Sending is paused for this domain by an operator: production sending is not activated for this domain; "
+        "no message was sent"
     ),
+    ErrorCode.FORBIDDEN: "Forbidden",
+    ErrorCode.IDEMPOTENCY_KEY_REUSED: "Idempotency-Key: this key was used with a different request body",
+    ErrorCode.IDEMPOTENCY_KEY_IN_FLIGHT: "Idempotency-Key: a request with this key is still being processed",
     ErrorCode.SERVICE_UNAVAILABLE: "The service is temporarily unavailable",
 }
 
@@ -66,6 +70,7 @@ _STATUS_SUMMARY = {
     401: "No valid API key",
     403: "Not allowed for this key",
     404: "Not found",
+    409: "Conflict with an earlier request's Idempotency-Key",
     413: "Request too large",
     429: "Too many requests; see Retry-After",
     503: "Temporarily unavailable",
@@ -95,3 +100,13 @@ def error_responses(*codes: ErrorCode, messages: dict[ErrorCode, str] | None = N
         )
         for status, status_codes in sorted(by_status.items())
     }
+
+
+def add_webhook_components(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """The components of the `webhooks` section: drf-spectacular (0.30) builds the components before
+    it processes the webhooks, so the schemas they register would be missing (dangling $refs)."""
+    schemas = generator.registry.build({}).get("schemas", {})
+    result.setdefault("components", {}).setdefault("schemas", {})
+    for name, schema in schemas.items():
+        result["components"]["schemas"].setdefault(name, schema)
+    return result

@@ -7,6 +7,8 @@ urlpatterns = [
     path("send", views.SendView.as_view(), name="send"),
     path("messages", views.MessageListView.as_view(), name="message-list"),
     path("messages/<str:id>", views.MessageDetailView.as_view(), name="message-detail"),
+    path("messages/<str:id>/raw", views.MessageRawView.as_view(), name="message-raw"),
+    path("messages/<str:id>/attachments/<int:index>", views.MessageAttachmentView.as_view(), name="message-attachment"),
     path(
         "openapi.json", SpectacularJSONAPIView.as_view(authentication_classes=[], permission_classes=[]), name="openapi"
     ),

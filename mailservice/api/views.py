@@ -1,6 +1,10 @@
 import logging
 import time
+from typing import Any
 
+from django.http import HttpResponse
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiExample,
     OpenApiParameter,
@@ -26,9 +30,12 @@ from mailservice.api.serializers import (
     parse_send_request,
 )
 from mailservice.errors import ErrorCode, ValidationFailed
+from messaging.idempotency import HEADER as IDEMPOTENCY_HEADER
+from messaging.idempotency import idempotency_key_parse, idempotent_send, request_hash
 from messaging.models import Direction
-from messaging.selectors import message_get, message_list
+from messaging.selectors import message_attachment, message_get, message_list, message_raw
 from messaging.services import message_send
+from webhooks.links import link_check
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +74,15 @@ class SendView(APIView):
 
     @extend_schema(
         operation_id="send",
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[ -~]+$"},
+                OpenApiParameter.HEADER,
+                description="Send at most once per key and domain within 24 hours: a retry with the same key "
+                "and body gets the first response again (with `Idempotent-Replayed: true`)",
+            )
+        ],
         request=PolymorphicProxySerializer(
             component_name="SendRequest",
             serializers=[InlineSendRequestSerializer, TemplateSendRequestSerializer],
@@ -102,18 +118,29 @@ class SendView(APIView):
                 _E.REQUEST_TOO_LARGE,
                 _E.ALLOWANCE_EXHAUSTED,
                 _E.SENDING_PAUSED,
+                _E.IDEMPOTENCY_KEY_REUSED,
+                _E.IDEMPOTENCY_KEY_IN_FLIGHT,
                 *_ANY_OPERATION,
             ),
         },
     )
     def post(self, request: Request) -> Response:
         started = time.perf_counter()
+        key = idempotency_key_parse(request.headers.get(IDEMPOTENCY_HEADER))
         send_request = parse_send_request(request.data)
-        domain = api_key_of(request).domain
-        message = message_send(domain=domain, request=send_request)
-        metrics.send_accepted(domain=domain.name, seconds=time.perf_counter() - started)
-        logger.info("accepted", extra={"message_id": message.public_id, "domain": domain.name})
-        return Response(SendResponseSerializer(message).data)
+        api_key = api_key_of(request)
+        domain = api_key.domain
+
+        def send() -> dict[str, Any]:
+            message = message_send(domain=domain, request=send_request, is_test=api_key.is_test)
+            metrics.send_accepted(domain=domain.name, seconds=time.perf_counter() - started)
+            logger.info("accepted", extra={"message_id": message.public_id, "domain": domain.name})
+            return SendResponseSerializer(message).data
+
+        if key is None:
+            return Response(send())
+        result = idempotent_send(domain=domain, key=key, body_hash=request_hash(request.data), send=send)
+        return Response(result.response, headers={"Idempotent-Replayed": "true"} if result.replayed else None)
 
 
 class MessageListView(APIView):
@@ -157,6 +184,7 @@ class MessageListView(APIView):
         query = parse_list_query(request.query_params)
         page = message_list(
             domain=api_key_of(request).domain,
+            is_test=api_key_of(request).is_test,
             direction=query.get("direction"),
             limit=query["limit"],
             after=query.get("after"),
@@ -188,5 +216,74 @@ class MessageDetailView(APIView):
     def get(self, request: Request, id: str) -> Response:  # noqa: A002 - the spec's parameter name
         if len(id) > 256:
             raise ValidationFailed("id: a message id is at most 256 characters")
-        message = message_get(domain=api_key_of(request).domain, public_id=id)
+        api_key = api_key_of(request)
+        message = message_get(domain=api_key.domain, is_test=api_key.is_test, public_id=id)
         return Response(MessageSerializer(message, context={"include_text": True}).data)
+
+
+_MESSAGE_ID = OpenApiParameter("id", {"type": "string", "minLength": 1, "maxLength": 256}, OpenApiParameter.PATH)
+_LINK_MESSAGES = {
+    _E.MISSING_PERMISSION: "This API key lacks the email.read permission",
+    _E.FORBIDDEN: "token: this link has expired",
+}
+
+_LINK_TOKEN = OpenApiParameter(
+    "token",
+    {"type": "string", "minLength": 1, "maxLength": 200},
+    required=True,
+    description="The token of the link an `email.received` event carries (it expires)",
+)
+
+
+class MessageRawView(APIView):
+    """Additions to the spec, for `email.received` links: a received message's source."""
+
+    permission_classes = [CanRead]
+
+    @extend_schema(
+        operation_id="getMessageRaw",
+        summary="Get a received message's source",
+        description="The raw source of a received message, exactly as it arrived, for the link an "
+        "`email.received` event carries (its `token` expires). An addition to the spec's operations.",
+        parameters=[_MESSAGE_ID, _LINK_TOKEN],
+        responses={
+            (200, "message/rfc822"): OpenApiTypes.BINARY,
+            **error_responses(
+                _E.VALIDATION_ERROR, _E.FORBIDDEN, _E.NOT_FOUND, *_ANY_OPERATION, messages=_LINK_MESSAGES
+            ),
+        },
+    )
+    def get(self, request: Request, id: str) -> HttpResponse:  # noqa: A002 - as in getMessage
+        link_check(path=request.path_info, token=request.query_params.get("token"))
+        api_key = api_key_of(request)
+        raw = message_raw(domain=api_key.domain, is_test=api_key.is_test, public_id=id)
+        return HttpResponse(raw, content_type="message/rfc822")
+
+
+class MessageAttachmentView(APIView):
+    permission_classes = [CanRead]
+
+    @extend_schema(
+        operation_id="getMessageAttachment",
+        summary="Get a received message's attachment",
+        description="Attachment number `index` (0-based, in the order `email.received` lists them) of a "
+        "received message, for the link the event carries (its `token` expires). An addition to the spec's operations.",
+        parameters=[
+            _MESSAGE_ID,
+            OpenApiParameter("index", {"type": "integer", "minimum": 0}, OpenApiParameter.PATH),
+            _LINK_TOKEN,
+        ],
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            **error_responses(
+                _E.VALIDATION_ERROR, _E.FORBIDDEN, _E.NOT_FOUND, *_ANY_OPERATION, messages=_LINK_MESSAGES
+            ),
+        },
+    )
+    def get(self, request: Request, id: str, index: int) -> HttpResponse:  # noqa: A002 - as in getMessage
+        link_check(path=request.path_info, token=request.query_params.get("token"))
+        api_key = api_key_of(request)
+        attachment = message_attachment(domain=api_key.domain, is_test=api_key.is_test, public_id=id, index=index)
+        response = HttpResponse(attachment.data, content_type=attachment.content_type)
+        response["Content-Disposition"] = content_disposition_header(True, attachment.filename or f"attachment-{index}")
+        return response

@@ -216,3 +216,28 @@ def received_fields(message: EmailMessage) -> ReceivedMail:
         text=storable(text) if text is not None else None,
         message_id=storable(header(message, "Message-ID")),
     )
+
+
+# A message may have any number of parts; past this many, the rest are not listed as attachments.
+MAX_ATTACHMENTS = 100
+
+
+def attachment_parts(message: EmailMessage) -> list[EmailMessage]:
+    """The parts an application would call attachments, in order: those that are not an inline
+    text or HTML body (a disposition of `attachment`, or a file name, or any other leaf type)."""
+    found: list[EmailMessage] = []
+    for part in message.walk():
+        if part.is_multipart():
+            continue
+        inline_body = part.get_content_type() in ("text/plain", "text/html") and not part.get_filename()
+        if part.get_content_disposition() == "attachment" or not inline_body:
+            found.append(part)
+            if len(found) == MAX_ATTACHMENTS:
+                break
+    return found
+
+
+def part_bytes(part: EmailMessage) -> bytes:
+    """A leaf part's content, transfer encoding undone (base64 and quoted-printable decode leniently)."""
+    payload = part.get_payload(decode=True)
+    return payload if isinstance(payload, bytes) else b""

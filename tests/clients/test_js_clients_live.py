@@ -71,3 +71,18 @@ def test_every_js_style_against_a_real_server():
     assert sent.count() == STYLES
     assert all(message.cc == ["c@example.org"] for message in sent)
     assert not Message.objects.filter(domain=paused_domain).exists()
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_idempotent_sends_through_the_js_clients():
+    domain = DomainFactory(name="js.example.com")
+    key = ApiKeyFactory(domain=domain)
+    with web_server() as base_url:
+        output = run_node(
+            "test/idempotency.live.test.mjs",
+            env={"LIVE_BASE_URL": base_url, "LIVE_KEY": key.secret, "LIVE_DOMAIN": domain.name},
+        )
+
+    assert (count("pass", output), count("skipped", output)) == (2, 0)
+    assert Message.objects.filter(domain=domain).count() == 2

@@ -83,8 +83,21 @@ def test_a_failed_send_is_never_resent():
         lambda client: client.messages.list(direction="sideways"),
         lambda client: client.messages.get(""),
         lambda client: client.messages.get("m" * 257),
+        lambda client: client.send(VALID, idempotency_key=""),
+        lambda client: client.send(VALID, idempotency_key="k" * 257),
     ],
-    ids=["bad-send", "limit-0", "limit-101", "after-empty", "after-513", "direction", "id-empty", "id-257"],
+    ids=[
+        "bad-send",
+        "limit-0",
+        "limit-101",
+        "after-empty",
+        "after-513",
+        "direction",
+        "id-empty",
+        "id-257",
+        "key-empty",
+        "key-257",
+    ],
 )
 def test_invalid_input_fails_locally_before_any_request(call):
     with (
@@ -102,8 +115,10 @@ def test_compat_styles_validate_before_any_request(monkeypatch):
         monkeypatch.setattr(resend, "api_url", base_url)
         with pytest.raises(ValidationError, match="scheduled_at"):
             resend.Emails.send({**VALID, "scheduled_at": "tomorrow"})
-        with pytest.raises(ValidationError, match="idempotency_key"):
-            resend.Emails.send(VALID, {"idempotency_key": "k"})
+        with pytest.raises(ValidationError, match="options.idempotency_key"):
+            resend.Emails.send(VALID, {"idempotency_key": "é"})
+        with pytest.raises(ValidationError, match="options.headers"):
+            resend.Emails.send(VALID, {"headers": {"X-Tag": "k"}})
         with pytest.raises(ValidationError, match="helper objects"):
             sendgrid.SendGridAPIClient("key", host=base_url).send(object())  # type: ignore[arg-type]  # the wrong type on purpose
         with pytest.raises(ValidationError, match="EmailTags"):

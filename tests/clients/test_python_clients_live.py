@@ -223,3 +223,25 @@ def test_a_database_outage_is_not_a_paused_domain(base_url, key):
     error = raised.value
     assert not isinstance(error, SendingPausedError)
     assert (error.code, error.status) == ("ServiceUnavailable", 503) and error.request_id
+
+
+def test_idempotent_sends_through_the_python_clients(base_url, key):
+    body = {"from": FROM, "to": TO, "subject": "Once", "text": "x"}
+    with MailService(api_key=key, base_url=base_url) as client:
+        first = client.send(body, idempotency_key="py-native-1")
+        assert client.send(body, idempotency_key="py-native-1") == first
+        with pytest.raises(MailServiceError) as reused:
+            client.send({**body, "subject": "Other"}, idempotency_key="py-native-1")
+        assert (reused.value.code, reused.value.status) == ("IdempotencyKeyReused", 409)
+
+    async def send_async() -> str:
+        async with AsyncMailService(api_key=key, base_url=base_url) as client:
+            return (await client.send(body, idempotency_key="py-native-1"))["id"]
+
+    assert asyncio.run(send_async()) == first["id"]
+
+    resend.api_key, resend.api_url = key, base_url
+    params = {"from": FROM, "to": TO, "subject": "Once", "text": "x"}
+    once = resend.Emails.send(params, {"idempotency_key": "py-resend-1"})
+    assert resend.Emails.send(params, {"idempotency_key": "py-resend-1"}) == once
+    assert Message.objects.filter(domain__name=DOMAIN).count() == 2

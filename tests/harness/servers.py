@@ -110,15 +110,17 @@ def inbound_smtp_server(**env: str) -> Iterator[int]:
 class CeleryWorker(ChildProcess):
     """`celery -A config worker -B` (embedded beat unless `beat=False`) on the test database; restartable.
 
-    Solo pool, or the README's thread pool with `threads` batches at once. `start` returns at
-    once; `wait_ready` waits until the worker consumes from the queue (its log says `ready.`)."""
+    Solo pool, or the README's thread pool with `threads` batches at once; `queues` (comma-separated)
+    instead of the default queue, as the Procfile's webhooks worker. `start` returns at once;
+    `wait_ready` waits until the worker consumes from the queue (its log says `ready.`)."""
 
-    def __init__(self, env: dict[str, str], *, beat: bool = True, threads: int = 0) -> None:
+    def __init__(self, env: dict[str, str], *, beat: bool = True, threads: int = 0, queues: str = "") -> None:
         self.state_dir = tempfile.mkdtemp(prefix="celerybeat-")
         pool = ["--pool", "threads", "--concurrency", str(threads)] if threads else ["--pool", "solo"]
         command = [str(BIN / "celery"), "-A", "config", "worker"]
         command += ["-B", "-s", f"{self.state_dir}/schedule"] if beat else []
-        command += [*pool, "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
+        command += [*pool, *(["-Q", queues] if queues else [])]
+        command += ["--without-gossip", "--without-mingle", "--loglevel", "INFO"]
         super().__init__(command, name="worker", env=env, ready=self._consuming, wait_on_start=False)
 
     def _consuming(self) -> bool:
@@ -126,10 +128,12 @@ class CeleryWorker(ChildProcess):
 
 
 @contextmanager
-def celery_worker(*, start: bool = True, beat: bool = True, threads: int = 0, **env: str) -> Iterator[CeleryWorker]:
+def celery_worker(
+    *, start: bool = True, beat: bool = True, threads: int = 0, queues: str = "", **env: str
+) -> Iterator[CeleryWorker]:
     """A worker (with embedded beat unless `beat=False`: run exactly one beat); give it and the web the same
     CELERY_TASK_DEFAULT_QUEUE, a queue of their own."""
-    worker = CeleryWorker(child_env(**env), beat=beat, threads=threads)
+    worker = CeleryWorker(child_env(**env), beat=beat, threads=threads, queues=queues)
     if start:
         worker.start()
     try:

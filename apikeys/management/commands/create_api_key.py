@@ -21,13 +21,20 @@ class Command(ServiceCommand):
             help="Repeat for several: email.send, email.read",
         )
         parser.add_argument("--name", default="")
+        parser.add_argument(
+            "--test", action="store_true", help="A sandbox key: sends never reach SMTP; simulator.test outcomes"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         created = apikey_create(
-            domain=domain_get_by_name(name=options["domain"]), permissions=options["permission"], name=options["name"]
+            domain=domain_get_by_name(name=options["domain"]),
+            permissions=options["permission"],
+            name=options["name"],
+            is_test=options["test"],
         )
         self.stdout.write(
             f"Created {created.api_key.public_id} for {created.api_key.domain.name} "
-            f"({', '.join(created.api_key.permissions)}); the secret is shown only now:"
+            f"({', '.join(created.api_key.permissions)}{', test' if created.api_key.is_test else ''}); "
+            "the secret is shown only now:"
         )
         self.stdout.write(created.secret)

@@ -2,7 +2,13 @@
 // No call is ever repeated: a POST that failed may still have been accepted, and resending could
 // send the message twice.
 
-import { ConfigurationError, MailServiceConnectionError, MailServiceError, errorFromResponse } from "./errors.js";
+import {
+  ConfigurationError,
+  MailServiceConnectionError,
+  MailServiceError,
+  ValidationError,
+  errorFromResponse,
+} from "./errors.js";
 
 export const VERSION = "0.1.0";
 const DEFAULT_TIMEOUT_MS = 30000;
@@ -28,14 +34,28 @@ export function resolveConfig({ apiKey, baseUrl, timeout } = {}) {
 }
 
 /**
+ * The Idempotency-Key header of a send: retrying with the same key never sends twice (24 hours).
+ * @param {unknown} key
+ * @param {string} [field]
+ * @returns {Record<string, string>}
+ */
+export function idempotencyHeaders(key, field = "idempotencyKey") {
+  if (key === undefined) return {};
+  if (typeof key !== "string" || key.length < 1 || key.length > 256 || !/^[ -~]+$/.test(key)) {
+    throw new ValidationError(field, "must be 1 to 256 printable ASCII characters");
+  }
+  return { "Idempotency-Key": key };
+}
+
+/**
  * One HTTP call; resolves `{ status, data, headers, requestId }` for 2xx, rejects with a MailServiceError.
  * @param {Config} config
  * @param {string} method
  * @param {string} path
- * @param {{ body?: unknown, query?: Record<string, unknown> }} [options]
+ * @param {{ body?: unknown, query?: Record<string, unknown>, headers?: Record<string, string> }} [options]
  * @returns {Promise<{ status: number, data: any, headers: Record<string, string>, requestId: string | null }>}
  */
-export async function request(config, method, path, { body, query } = {}) {
+export async function request(config, method, path, { body, query, headers: extraHeaders } = {}) {
   const url = new URL(config.baseUrl + path);
   for (const [name, value] of Object.entries(query ?? {})) {
     if (value !== undefined) url.searchParams.set(name, String(value));
@@ -45,6 +65,7 @@ export async function request(config, method, path, { body, query } = {}) {
     Authorization: `Bearer ${config.apiKey}`,
     Accept: "application/json",
     "User-Agent": `mailservice-client-js/${VERSION}`,
+    ...extraHeaders,
   };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let response;

@@ -73,7 +73,15 @@ declare class Messages {
 export class MailService {
   constructor(options?: MailServiceOptions);
   readonly messages: Messages;
-  send(params: SendParams): Promise<SendResult>;
+  /**
+   * With `idempotencyKey` (1–256 printable ASCII), retrying with the same key and params within
+   * 24 hours returns the first answer instead of sending again.
+   */
+  send(params: SendParams, options?: SendOptions): Promise<SendResult>;
+}
+
+export interface SendOptions {
+  idempotencyKey?: string;
 }
 
 /** Validates a native send body locally and returns it as it will be sent. */

@@ -2,7 +2,7 @@
 // MAILSERVICE_BASE_URL.
 
 import { ValidationError } from "./errors.js";
-import { request, resolveConfig } from "./http.js";
+import { idempotencyHeaders, request, resolveConfig } from "./http.js";
 import { checkSend, checkString } from "./validate.js";
 
 export * from "./errors.js";
@@ -77,11 +77,14 @@ export class MailService {
 
   /**
    * Send one message; `params` are the wire fields (`from`, `to`, `subject`, `text`, `template`, ...).
+   * With `idempotencyKey`, a retry with the same key and params returns the first answer instead of sending again.
    * @param {import("./index.js").SendParams} params
+   * @param {{ idempotencyKey?: string }} [options]
    * @returns {Promise<import("./index.js").SendResult>}
    */
-  async send(params) {
-    return (await request(this.#config, "POST", "/v1/send", { body: checkSend(params) })).data;
+  async send(params, { idempotencyKey } = {}) {
+    const headers = idempotencyHeaders(idempotencyKey);
+    return (await request(this.#config, "POST", "/v1/send", { body: checkSend(params), headers })).data;
   }
 }
 

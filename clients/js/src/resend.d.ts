@@ -27,9 +27,20 @@ export type CreateEmailResponse =
   | { data: { id: string }; error: null; headers: Record<string, string> }
   | { data: null; error: ErrorResponse; headers: Record<string, string> | null };
 
+/** Resend's request options; `idempotencyKey` becomes the `Idempotency-Key` header. */
+export interface CreateEmailRequestOptions {
+  idempotencyKey?: string;
+}
+
 declare class Emails {
-  send(payload: CreateEmailOptions | CreateTemplateEmailOptions): Promise<CreateEmailResponse>;
-  create(payload: CreateEmailOptions | CreateTemplateEmailOptions): Promise<CreateEmailResponse>;
+  send(
+    payload: CreateEmailOptions | CreateTemplateEmailOptions,
+    options?: CreateEmailRequestOptions,
+  ): Promise<CreateEmailResponse>;
+  create(
+    payload: CreateEmailOptions | CreateTemplateEmailOptions,
+    options?: CreateEmailRequestOptions,
+  ): Promise<CreateEmailResponse>;
 }
 
 export class Resend {

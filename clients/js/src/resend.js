@@ -3,7 +3,7 @@
 // `error` (never thrown); local validation errors are thrown, before any request.
 
 import { MailServiceError, ValidationError } from "./errors.js";
-import { request, resolveConfig } from "./http.js";
+import { idempotencyHeaders, request, resolveConfig } from "./http.js";
 import { asList, checkLength, nativeSend, require, screen } from "./compat.js";
 
 const UNSUPPORTED = ["headers", "attachments", "tags", "scheduledAt", "react", "topicId"];
@@ -39,18 +39,20 @@ class Emails {
     this.#config = config;
   }
 
-  /** Resolves `{ data: { id }, error: null, headers }`, or `{ data: null, error: { name, message, statusCode }, headers }`. */
   /**
+   * Resolves `{ data: { id }, error: null, headers }`, or `{ data: null, error: { name, message, statusCode }, headers }`.
    * @param {import("./resend.js").CreateEmailOptions | import("./resend.js").CreateTemplateEmailOptions} payload
-   * @param {object} [options]
+   * @param {Record<string, unknown>} [options] Resend's request options: only `idempotencyKey` is supported
    */
   async send(payload, options) {
-    if (options !== undefined && Object.keys(options).length > 0) {
-      throw new ValidationError(`options.${Object.keys(options)[0]}`, "is not supported by mailservice");
+    const { idempotencyKey, ...unsupported } = options ?? {};
+    if (Object.keys(unsupported).length > 0) {
+      throw new ValidationError(`options.${Object.keys(unsupported)[0]}`, "is not supported by mailservice");
     }
+    const headers = idempotencyHeaders(idempotencyKey, "options.idempotencyKey");
     const body = toSendRequest(payload);
     try {
-      const reply = await request(this.#config, "POST", "/v1/send", { body });
+      const reply = await request(this.#config, "POST", "/v1/send", { body, headers });
       return { data: { id: reply.data.id }, error: null, headers: reply.headers };
     } catch (error) {
       if (!(error instanceof MailServiceError)) throw error;
@@ -64,7 +66,7 @@ class Emails {
 
   /**
    * @param {import("./resend.js").CreateEmailOptions | import("./resend.js").CreateTemplateEmailOptions} payload
-   * @param {object} [options]
+   * @param {Record<string, unknown>} [options]
    */
   create(payload, options) {
     return this.send(payload, options);

@@ -93,9 +93,17 @@ class SyncTransport:
         self.config = config
         self._client = httpx.Client(**_client_options(config))
 
-    def request(self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Reply:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
         try:
-            response = self._client.request(method, path, json=json, params=params)
+            response = self._client.request(method, path, json=json, params=params, headers=headers)
         except httpx.TransportError as exc:
             raise _connection_error(exc, method) from exc
         return _reply(response)
@@ -110,10 +118,16 @@ class AsyncTransport:
         self._client = httpx.AsyncClient(**_client_options(config))
 
     async def request(
-        self, method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Reply:
         try:
-            response = await self._client.request(method, path, json=json, params=params)
+            response = await self._client.request(method, path, json=json, params=params, headers=headers)
         except httpx.TransportError as exc:
             raise _connection_error(exc, method) from exc
         return _reply(response)

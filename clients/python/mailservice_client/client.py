@@ -27,6 +27,15 @@ def _list_params(limit: int | None, after: str | None, direction: Direction | No
     return params
 
 
+def idempotency_headers(key: str | None, field: str = "idempotency_key") -> dict[str, str]:
+    """The Idempotency-Key header for a send: a retry with the same key never sends twice (24 hours)."""
+    if key is None:
+        return {}
+    if not isinstance(key, str) or not 1 <= len(key) <= 256 or not all(" " <= char <= "~" for char in key):
+        raise ValidationError(field, "must be 1 to 256 printable ASCII characters")
+    return {"Idempotency-Key": key}
+
+
 def _message_path(message_id: str) -> str:
     check_string(message_id, "id", max_length=256, allow_blank=False)
     return "/v1/messages/" + quote(message_id, safe="")
@@ -63,13 +72,15 @@ class MailService:
         self._transport = SyncTransport(resolve_config(api_key=api_key, base_url=base_url, timeout=timeout))
         self.messages = Messages(self._transport)
 
-    def send(self, params: SendParams) -> SendResult:
+    def send(self, params: SendParams, *, idempotency_key: str | None = None) -> SendResult:
         """Send one message; `params` are the wire fields (`from`, `to`, `subject`, `text`, `template`, ...).
 
         Checked locally first (a ValidationError names the field), since a dict built at run time
-        may hold anything."""
+        may hold anything. With `idempotency_key`, retrying the call (say after a timeout) with the
+        same key and params returns the first answer instead of sending again."""
         body = check_send(params)
-        return cast(SendResult, self._transport.request("POST", "/v1/send", json=body).data)
+        headers = idempotency_headers(idempotency_key)
+        return cast(SendResult, self._transport.request("POST", "/v1/send", json=body, headers=headers).data)
 
     def close(self) -> None:
         self._transport.close()
@@ -112,9 +123,10 @@ class AsyncMailService:
         self._transport = AsyncTransport(resolve_config(api_key=api_key, base_url=base_url, timeout=timeout))
         self.messages = AsyncMessages(self._transport)
 
-    async def send(self, params: SendParams) -> SendResult:
+    async def send(self, params: SendParams, *, idempotency_key: str | None = None) -> SendResult:
         body = check_send(params)
-        return cast(SendResult, (await self._transport.request("POST", "/v1/send", json=body)).data)
+        headers = idempotency_headers(idempotency_key)
+        return cast(SendResult, (await self._transport.request("POST", "/v1/send", json=body, headers=headers)).data)
 
     async def close(self) -> None:
         await self._transport.close()

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mailservice_client._http import SyncTransport, resolve_config
+from mailservice_client.client import idempotency_headers
 from mailservice_client.compat._common import as_list, check_length, native_send, require, screen
 from mailservice_client.errors import ValidationError
 
@@ -41,13 +42,16 @@ def to_send_request(params: Mapping[str, Any]) -> dict[str, Any]:
 class Emails:
     @classmethod
     def send(cls, params: Mapping[str, Any], options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Send one email; returns `{"id": ...}`."""
+        """Send one email; returns `{"id": ...}`. `options` may carry `idempotency_key`, as resend's does."""
+        options = dict(options or {})
+        key = options.pop("idempotency_key", None)
         if options:
             raise ValidationError(f"options.{next(iter(options))}", "is not supported by mailservice")
+        headers = idempotency_headers(key, "options.idempotency_key")
         body = to_send_request(params)
         transport = SyncTransport(resolve_config(api_key=api_key, base_url=api_url))
         try:
-            reply = transport.request("POST", "/v1/send", json=body)
+            reply = transport.request("POST", "/v1/send", json=body, headers=headers)
         finally:
             transport.close()
         return {"id": reply.data["id"]}
