@@ -188,9 +188,14 @@ def inbound_store_in_one_statement(messages: dict[str, Message], *, detail: str)
     # A server-side binding cursor on Django's connection: the raw source travels as a binary
     # parameter. Django's client-side binding would first spell it out as hex inside the query
     # text, six times the message's size in memory (a 20 MiB message peaked at 123 MiB).
+    # Wrapped as connection.cursor() wraps its own, so it is logged and counted like any other query.
     connection.close_if_health_check_failed()  # what connection.cursor() would do first
     connection.ensure_connection()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+    binding = psycopg.Cursor(connection.connection)
+    # The stubs type these as taking Django's own wrapper; they take the DB-API cursor they wrap.
+    make = connection.make_debug_cursor if connection.queries_logged else connection.make_cursor
+    wrapped = make(binding)  # type: ignore[arg-type]
+    with wrapped as cursor:
         cursor.execute(sql, params)
         stored = {public_id for (public_id,) in cursor.fetchall()}
     return {name for name, message in messages.items() if message.public_id in stored}

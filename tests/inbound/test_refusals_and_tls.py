@@ -78,7 +78,7 @@ def test_the_tls_context_is_off_when_unset_and_loads_the_configured_certificate(
 @pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_the_inbound_server_offers_starttls_with_the_configured_certificate(domain, tmp_path):
-    cert_file, key_file = self_signed_certificate(tmp_path)
+    cert_file, key_file = self_signed_certificate(tmp_path, host="mx.example.test")
     env = {"MAILSERVICE_TLS_CERT_FILE": str(cert_file), "MAILSERVICE_TLS_KEY_FILE": str(key_file)}
     client = ssl.create_default_context(cafile=str(cert_file))
     client.check_hostname = False

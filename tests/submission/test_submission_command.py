@@ -11,8 +11,12 @@ from tests.harness import self_signed_certificate
     ("cert", "key", "complaint"),
     [
         ("", "", "set MAILSERVICE_TLS_CERT_FILE and MAILSERVICE_TLS_KEY_FILE"),
-        ("/nonexistent/cert.pem", "/nonexistent/key.pem", "cannot load the TLS certificate /nonexistent/cert.pem"),
-        ("/nonexistent/cert.pem", "", "set both"),
+        (
+            "/nonexistent/cert.pem",
+            "/nonexistent/key.pem",
+            "MAILSERVICE_TLS_CERT_FILE: no such file /nonexistent/cert.pem",
+        ),
+        ("/nonexistent/cert.pem", "", "must be set together"),
     ],
 )
 def test_no_usable_certificate_is_a_one_line_error(settings, cert, key, complaint):

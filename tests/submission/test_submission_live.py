@@ -19,7 +19,7 @@ from apikeys.models import Permission
 from domains.models import Domain
 from domains.services import domain_set_allowance, sending_pause
 from messaging.models import Message
-from tests.factories import ApiKeyFactory, DomainFactory
+from tests.factories import ApiKeyFactory, DomainFactory, dkim_dnsfunc
 from tests.harness import (
     FAST_DISPATCH,
     celery_worker,
@@ -112,11 +112,7 @@ def message(*, sender: str = f"Billing <billing@{DOMAIN}>", **headers: str) -> E
 
 
 def verifies(data: bytes, domain: Domain) -> bool:
-    def dns(name: bytes, timeout: int = 5) -> bytes:
-        assert name == f"{domain.dkim_selector}._domainkey.{domain.name}.".encode()
-        return f"v=DKIM1; k=rsa; p={domain.dkim_public_key}".encode()
-
-    return dkim.verify(data, dnsfunc=dns)
+    return dkim.verify(data, dnsfunc=dkim_dnsfunc(domain))
 
 
 def test_a_submitted_message_is_listed_and_goes_out_as_submitted_signed_and_without_bcc(
