@@ -21,6 +21,7 @@ from domains.services import (
     domain_create,
     domain_mark_verified,
     domain_set_allowance,
+    domain_set_dispatch_weight,
     normalize_domain_name,
     sending_pause,
     sending_resume,
@@ -148,7 +149,12 @@ class DomainAdmin(admin.ModelAdmin):
 
     # --- add and change ---------------------------------------------------------------------
     def get_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
-        return ["name"] if obj is None else [*self.change_readonly[:5], "daily_allowance", *self.change_readonly[5:]]
+        return ["name"] if obj is None else [
+            *self.change_readonly[:5],
+            "daily_allowance",
+            "dispatch_weight",
+            *self.change_readonly[5:],
+        ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
         return [] if obj is None else self.change_readonly
@@ -161,6 +167,7 @@ class DomainAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Domain, form: forms.ModelForm, change: bool) -> None:
         if change:
             domain_set_allowance(domain=obj, allowance=form.cleaned_data["daily_allowance"])
+            domain_set_dispatch_weight(domain=obj, weight=form.cleaned_data["dispatch_weight"])
             return
         adopt(obj, domain_create(name=form.cleaned_data["name"]))
 

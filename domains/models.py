@@ -1,3 +1,4 @@
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
 
@@ -31,6 +32,13 @@ class Domain(models.Model):
         null=True, blank=True, help_text="Messages per UTC day; empty means unlimited"
     )
 
+    dispatch_weight = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Share of dispatch while several domains have mail queued: a domain of weight 2 gets twice "
+        "the turns of a domain of weight 1",
+    )
+
     dkim_selector = models.CharField(max_length=63, default="mail")
     dkim_private_key = models.TextField(blank=True, help_text="PEM; never shown through the API or list pages")
     dkim_public_key = models.TextField(blank=True, help_text="Base64 DER, the p= value of the DKIM record")
@@ -42,6 +50,7 @@ class Domain(models.Model):
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(condition=models.Q(name=Lower("name")), name="domain_name_lowercase"),
+            models.CheckConstraint(condition=models.Q(dispatch_weight__gte=1), name="domain_dispatch_weight_positive"),
         ]
 
     def __str__(self) -> str:

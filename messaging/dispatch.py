@@ -32,6 +32,7 @@ from domains.models import SendingControl
 from domains.selectors import global_sending_paused
 from mailservice.mailbox import address_of
 from messaging.dkim import dkim_sign
+from messaging.fairness import fair_claim_ids
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression
 from messaging.transports import Connection, SendResult, transport
@@ -57,7 +58,8 @@ def _due(now: datetime) -> Q:
 
 
 def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]:
-    """Lease up to `limit` due messages (`public_id` first) to this worker; nothing while the global pause is on."""
+    """Lease up to `limit` due messages (`public_id` first, then the domains in turn: messaging/fairness.py)
+    to this worker; nothing while the global pause is on."""
     if global_sending_paused():
         return []
     now = timezone.now()
@@ -73,11 +75,7 @@ def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]
                 .select_for_update(of=("self",), skip_locked=True)
                 .values_list("pk", flat=True)
             )
-        if len(ids) < limit:
-            others = (
-                due.exclude(pk__in=ids).order_by("next_attempt_at").select_for_update(of=("self",), skip_locked=True)
-            )
-            ids += others.values_list("pk", flat=True)[: limit - len(ids)]
+        ids += fair_claim_ids(due.exclude(pk__in=ids), limit=limit - len(ids))
         # Conditional again: SQLite ignores FOR UPDATE, so the UPDATE itself must refuse a taken row.
         Message.objects.filter(_due(now), pk__in=ids).update(lease_expires_at=lease, attempts=F("attempts") + 1)
     claimed = {m.pk: m for m in Message.objects.filter(pk__in=ids, lease_expires_at=lease).select_related("domain")}
