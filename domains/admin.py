@@ -149,12 +149,16 @@ class DomainAdmin(admin.ModelAdmin):
 
     # --- add and change ---------------------------------------------------------------------
     def get_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
-        return ["name"] if obj is None else [
-            *self.change_readonly[:5],
-            "daily_allowance",
-            "dispatch_weight",
-            *self.change_readonly[5:],
-        ]
+        return (
+            ["name"]
+            if obj is None
+            else [
+                *self.change_readonly[:5],
+                "daily_allowance",
+                "dispatch_weight",
+                *self.change_readonly[5:],
+            ]
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
         return [] if obj is None else self.change_readonly

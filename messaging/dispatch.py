@@ -31,11 +31,13 @@ from django.utils import timezone
 from domains.models import SendingControl
 from domains.selectors import global_sending_paused
 from mailservice.mailbox import address_of
+from messaging.destinations import BatchHolds
 from messaging.dkim import dkim_sign
 from messaging.fairness import fair_claim_ids
 from messaging.mime import UnsendableMessage, bare_address, envelope_for, render_message
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression
-from messaging.transports import Connection, SendResult, transport
+from messaging.relay_limits import is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
+from messaging.transports import Connection, Reply, SendResult, transport
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,8 @@ RECORD_RETRY_SECONDS = 0.5
 # How stale the worker's knowledge of its leases (and of the pauses) may be before a message goes
 # to SMTP. Far below any lease: no other worker can have claimed a message while this holds.
 LEASE_CHECK_SECONDS = 1.0
+# A message the relay answered "slow down" for is tried again this soon (at the lowered shared rate).
+SLOW_DOWN_RETRY_SECONDS = 1.0
 
 
 def retry_delay(*, attempt: int) -> timedelta:
@@ -87,6 +91,17 @@ class Outcome:
     status: str  # a Status, or ACCEPTED for "retry later"
     events: list[tuple[str, str, str]]  # (type, recipient, detail)
     last_error: str = ""
+    retry_at: datetime | None = None  # the next attempt, instead of the backoff schedule
+    charged: bool = True  # False: no attempt was made after all (a hold, a slow-down): it is given back
+    slow_down: bool = False  # the relay asked the fleet to slow down: stop this batch
+
+
+def _wire_addresses(message: Message) -> list[str]:
+    """The batch's recipient addresses, for reading their domains' holds (an unsendable one has none)."""
+    try:
+        return list(_recipients(message).values())
+    except UnsendableMessage:
+        return []
 
 
 def _recipients(message: Message) -> dict[str, str]:
@@ -134,8 +149,10 @@ def _record(message: Message, outcome: Outcome, now: datetime) -> bool:
     """Write the outcome if this worker still holds the lease; False if it lost it."""
     fields: dict = {"status": outcome.status, "last_error": outcome.last_error, "lease_expires_at": None}
     fields["next_attempt_at"] = (
-        now + retry_delay(attempt=message.attempts) if outcome.status == Status.ACCEPTED else None
+        (outcome.retry_at or now + retry_delay(attempt=message.attempts)) if outcome.status == Status.ACCEPTED else None
     )
+    if not outcome.charged:
+        fields["attempts"] = message.attempts - 1
     if message.message_id_header:
         fields["message_id_header"] = message.message_id_header
     if connection.vendor == "postgresql" and outcome.events:  # the one statement needs an event row to insert
@@ -224,10 +241,22 @@ def _renew_leases(messages: list[Message], lease: BatchLease) -> set[int]:
     return held
 
 
+def _not_sent(message: Message, *, retry_at: datetime, why: str, slow_down: bool = False) -> Outcome:
+    """Put a claimed message back until `retry_at` without using an attempt: held, or the relay asked to slow down."""
+    detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC"
+    return Outcome(
+        Status.ACCEPTED, [(EventType.DEFERRED, "", detail)], why, retry_at=retry_at, charged=False, slow_down=slow_down
+    )
+
+
 def _send_one(
-    message: Message, open_connection: Callable[[], Connection], *, suppressed_in_batch: set[tuple[int, str]]
+    message: Message,
+    open_connection: Callable[[], Connection],
+    *,
+    suppressed_in_batch: set[tuple[int, str]],
+    holds: BatchHolds,
 ) -> Outcome:
-    """Deliver one claimed message whose lease the worker holds."""
+    """Deliver one claimed message whose lease the worker holds, within the relay's limits."""
     try:
         recipients = _recipients(message)
         suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
@@ -243,6 +272,8 @@ def _send_one(
         )
     except UnsendableMessage as exc:
         return Outcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
+    if held := holds.held_until(wire):
+        return _not_sent(message, retry_at=held[0], why=held[1])
     message.message_id_header = rendered.message_id
     signed = dkim_sign(
         data=rendered.data,
@@ -251,9 +282,17 @@ def _send_one(
         domain_id=message.domain_id,
         private_key_pem=message.domain.dkim_private_key,
     )
+    relay_permit()
     result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
+    if is_slow_down(result.final) and not result.delivered:
+        relay_slow_down(reply=str(result.final))
+        retry_at = timezone.now() + timedelta(seconds=SLOW_DOWN_RETRY_SECONDS)
+        why = f"the relay asked to slow down: {result.final}"
+        return _not_sent(message, retry_at=retry_at, why=why, slow_down=True)
+    held_until = holds.observe(result, wire)
     outcome = _classify(message, result)
-    return Outcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
+    retry_at = held_until if outcome.status == Status.ACCEPTED else None
+    return Outcome(outcome.status, [*skipped, *outcome.events], outcome.last_error, retry_at=retry_at)
 
 
 def _release(messages: list[Message], lease: BatchLease) -> None:
@@ -287,21 +326,31 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
 
             def connection() -> Connection:
                 if not opened:
+                    stack.enter_context(relay_connection_slot())
                     opened.append(stack.enter_context(transport().connection()))
                 return opened[0]
 
             suppressed = _suppressed(messages)
+            holds = BatchHolds(address for message in messages for address in _wire_addresses(message))
             for current, message in enumerate(messages):
                 if message.pk in held and lease.stale():
                     held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
                 if message.pk not in held:
                     continue
-                outcome = _send_one(message, connection, suppressed_in_batch=suppressed)
+                outcome = _send_one(message, connection, suppressed_in_batch=suppressed, holds=holds)
                 if _record_durably(message, outcome):
                     handled += 1
+                if outcome.slow_down:  # the relay may have closed the connection too: the rest waits its turn
+                    _release([m for m in messages[current + 1 :] if m.pk in held], lease)
+                    break
     except (OSError, smtplib.SMTPException) as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         logger.warning("dispatch of %s: the relay connection failed: %s", messages[current].public_id, error)
+        if isinstance(exc, ConnectionRefusedError) or (
+            isinstance(exc, smtplib.SMTPConnectError)
+            and is_slow_down(Reply(exc.smtp_code, exc.smtp_error.decode("utf-8", "replace")))
+        ):
+            relay_slow_down(reply=error)  # refused at the relay's connection cap: the fleet backs off together
         if _record_durably(messages[current], _temporary(messages[current], error)):
             handled += 1
         _release([message for message in messages[current + 1 :] if message.pk in held], lease)

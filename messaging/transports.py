@@ -222,7 +222,8 @@ def transport() -> Transport:
                 _transports[key] = SmtpTransport(
                     RelayConfig.from_url(settings.EMAIL_URL),
                     timeout=settings.MAILSERVICE_SMTP_TIMEOUT,
-                    pool_size=settings.MAILSERVICE_SMTP_POOL_SIZE,
+                    # Under a connection cap a batch's slot is given back with its connection: none kept idle.
+                    pool_size=0 if settings.MAILSERVICE_RELAY_CONNECTIONS else settings.MAILSERVICE_SMTP_POOL_SIZE,
                 )
             else:
                 _transports[key] = OutboxTransport(Path(settings.MAILSERVICE_OUTBOX_DIR))
