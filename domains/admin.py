@@ -28,6 +28,8 @@ from domains.services import (
 )
 from mailservice.console import adopt, refuse
 from mailservice.errors import ApiError
+from messaging.destinations import held_destinations
+from messaging.relay_limits import relay_rate_status
 from messaging.selectors import delivery_rates
 
 # Custom permissions (created by mailservice/migrations/0001_support_group.py).
@@ -73,6 +75,25 @@ def _pause_text(state: Domain | SendingControl) -> str:
     return f"by {state.paused_by or 'unknown'} at {when}: {state.pause_reason or 'no reason given'}"
 
 
+def _rate(value: float | None) -> str:
+    return "unlimited" if value is None else f"{value:.1f} messages/s"
+
+
+def _relay_text(status: dict, held: dict[str, dict]) -> str:
+    """The relay's rate in force and why, and the recipient domains held, in one line for the list's banner."""
+    text = f"Relay rate: {_rate(status['effective'])}"
+    if status["effective"] != status["configured"]:
+        text += f" (configured {_rate(status['configured'])}; lowered because {status['reason']})"
+    elif status["reason"]:
+        text += f" ({status['reason']}, {status['changed_at']:%H:%M:%S} UTC)"
+    if status["connections"]:
+        text += f". Connections: at most {status['connections']}"
+    if held:
+        waiting = ", ".join(f"{name} until {hold['until']:%H:%M:%S} UTC" for name, hold in held.items())
+        text += f". Held destinations: {waiting}"
+    return text + "."
+
+
 @admin.register(Domain)
 class DomainAdmin(admin.ModelAdmin):
     list_display = ["name", "verification", "sending", "usage", "bounce_rate", "complaint_rate"]
@@ -102,6 +123,7 @@ class DomainAdmin(admin.ModelAdmin):
         context = {
             "global_paused": control.paused,
             "global_pause_text": _pause_text(control) if control.paused else "",
+            "relay_text": _relay_text(relay_rate_status(), held_destinations()),
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
