@@ -137,11 +137,11 @@ def server(env: dict[str, str], *, workers: int) -> Iterator[str]:
 
 
 @contextmanager
-def discard_sink() -> Iterator["ChildServer"]:
-    """bench.sink (accepts and discards every message) in a process of its own."""
+def discard_sink(*options: str) -> Iterator["ChildServer"]:
+    """bench.sink (accepts and discards every message) in a process of its own; `options` e.g. its throttling."""
     from tests.live import child_server, serves_smtp
 
-    command = [sys.executable, "-m", "bench.sink", "--port", "{port}"]
+    command = [sys.executable, "-m", "bench.sink", "--port", "{port}", *options]
     with child_server(command, name="sink", ready=serves_smtp, env={}) as child:
         yield child
 

@@ -303,21 +303,23 @@ def _release(messages: list[Message], lease: BatchLease) -> None:
         ).update(lease_expires_at=None, attempts=F("attempts") - 1)
 
 
-def dispatch_batch(*, public_id: str | None = None) -> int:
+def dispatch_batch(*, public_id: str | None = None, on_slow_down: Callable[[], None] | None = None) -> int:
     """Claim a small batch (`public_id` first), send it over one connection; returns how many were recorded."""
     claimed_at = time.monotonic()
     messages = dispatch_claim(public_id=public_id, limit=settings.MAILSERVICE_DISPATCH_BATCH_SIZE)
     if not messages:
         return 0
-    return send_batch(messages, BatchLease(expires_at=messages[0].lease_expires_at, checked_at=claimed_at))
+    lease = BatchLease(expires_at=messages[0].lease_expires_at, checked_at=claimed_at)
+    return send_batch(messages, lease, on_slow_down=on_slow_down)
 
 
-def send_batch(messages: list[Message], lease: BatchLease) -> int:
+def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Callable[[], None] | None = None) -> int:
     """Send claimed messages over one connection, checking the lease as LEASE_CHECK_SECONDS says.
 
     The relay connection opens only when the first message needs it. A connection-level failure
     (refused, dropped, timed out) is charged to the message being sent; the rest of the batch is
-    released for the next run without using up an attempt.
+    released for the next run without using up an attempt. So is the rest of a batch the relay
+    asked to slow down in; `on_slow_down` is then called to have it picked up again.
     """
     handled, current, held = 0, 0, {message.pk for message in messages}
     try:
@@ -342,6 +344,8 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
                     handled += 1
                 if outcome.slow_down:  # the relay may have closed the connection too: the rest waits its turn
                     _release([m for m in messages[current + 1 :] if m.pk in held], lease)
+                    if on_slow_down is not None:
+                        on_slow_down()
                     break
     except (OSError, smtplib.SMTPException) as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -360,14 +364,15 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
 def dispatch_sweep(*, enqueue: Callable[[], None]) -> int:
     """Call `enqueue` once per batch of due messages; returns how many messages are due.
 
-    Due: a retry whose time has come, or a first attempt that no worker has claimed within the
+    Due: a retry whose time has come (a message put back without using an attempt, see `_not_sent`,
+    counts as one: it has a `last_error`), or a first attempt that no worker has claimed within the
     grace period (its task was lost), and no lease held. Paused messages are not due.
     """
     if global_sending_paused():
         return 0
     now = timezone.now()
     grace = now - timedelta(seconds=settings.MAILSERVICE_DISPATCH_SWEEP_GRACE)
-    unclaimed = Q(attempts=0, next_attempt_at__lte=grace) | Q(attempts__gt=0)
+    unclaimed = Q(attempts=0, next_attempt_at__lte=grace) | Q(attempts__gt=0) | ~Q(last_error="")
     due = Message.objects.filter(_due(now), unclaimed).order_by("next_attempt_at")
     count = len(due.values_list("pk", flat=True)[: settings.MAILSERVICE_DISPATCH_SWEEP_LIMIT])
     batch = settings.MAILSERVICE_DISPATCH_BATCH_SIZE

@@ -1,9 +1,17 @@
-"""The scenario registry: a scenario is one module exposing SCENARIO, listed here in run order."""
+"""The scenario registry: each module exposes SCENARIO (delivery_control two), listed here in run order."""
 
 from bench.scenario import Scenario
-from bench.scenarios import accept, dispatch, embedded, inbound, listing
+from bench.scenarios import accept, delivery_control, dispatch, embedded, inbound, listing
 
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
-    for scenario in [accept.SCENARIO, dispatch.SCENARIO, listing.SCENARIO, inbound.SCENARIO, embedded.SCENARIO]
+    for scenario in [
+        accept.SCENARIO,
+        dispatch.SCENARIO,
+        listing.SCENARIO,
+        inbound.SCENARIO,
+        embedded.SCENARIO,
+        delivery_control.FAIRNESS,
+        delivery_control.RELAY,
+    ]
 }

@@ -22,15 +22,24 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         env={key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "DJANGO_"))},
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=420,
     )
 
     assert done.returncode == 0, done.stderr[-3000:]
     results = (tmp_path / "latest.md").read_text()
-    headings = ("## 1. Accept path", "## 2. Dispatch", "## 3. List scaling", "## 4. Inbound", "## 5. Embedded default")
+    headings = (
+        "## 1. Accept path",
+        "## 2. Dispatch",
+        "## 3. List scaling",
+        "## 4. Inbound",
+        "## 5. Embedded default",
+        "## 6. Fairness across domains",
+        "## 7. Relay rate",
+    )
     for heading in headings:
         assert heading in results
     assert results.count("EXPLAIN (ANALYZE, BUFFERS) of the list query") == 4  # two pages at two sizes
     assert "product / django-post-office" in results and "run_inbound_smtp / bare aiosmtpd" in results
-    plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png"}
+    assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
+    plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "fairness.png", "relay.png"}
     assert {path.name for path in tmp_path.glob("*.png")} == plots
