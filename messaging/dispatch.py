@@ -45,7 +45,7 @@ RECORD_RETRY_SECONDS = 0.5
 # How stale the worker's knowledge of its leases (and of the pauses) may be before a message goes
 # to SMTP. Far below any lease: no other worker can have claimed a message while this holds.
 LEASE_CHECK_SECONDS = 1.0
-# A message the relay answered "slow down" for is tried again this soon (at the lowered shared rate).
+# After a "slow down" answer, the batch's rest is given back and a new task picks it up this much later.
 SLOW_DOWN_RETRY_SECONDS = 1.0
 
 
@@ -255,8 +255,12 @@ def _send_one(
     *,
     suppressed_in_batch: set[tuple[int, str]],
     holds: BatchHolds,
-) -> Outcome:
-    """Deliver one claimed message whose lease the worker holds, within the relay's limits."""
+    cleared: Callable[[], bool],
+) -> Outcome | None:
+    """Deliver one claimed message whose lease the worker holds, within the relay's limits.
+
+    `cleared()` is asked right before SMTP (it may wait for the relay's rate): None if it says the
+    lease is no longer held."""
     try:
         recipients = _recipients(message)
         suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
@@ -282,13 +286,14 @@ def _send_one(
         domain_id=message.domain_id,
         private_key_pem=message.domain.dkim_private_key,
     )
-    relay_permit()
+    if not cleared():
+        return None
     result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
     if is_slow_down(result.final) and not result.delivered:
         relay_slow_down(reply=str(result.final))
-        retry_at = timezone.now() + timedelta(seconds=SLOW_DOWN_RETRY_SECONDS)
+        # Due again at once: the lowered shared rate spaces the next tries, whichever worker makes them.
         why = f"the relay asked to slow down: {result.final}"
-        return _not_sent(message, retry_at=retry_at, why=why, slow_down=True)
+        return _not_sent(message, retry_at=timezone.now(), why=why, slow_down=True)
     held_until = holds.observe(result, wire)
     outcome = _classify(message, result)
     retry_at = held_until if outcome.status == Status.ACCEPTED else None
@@ -334,12 +339,23 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
 
             suppressed = _suppressed(messages)
             holds = BatchHolds(address for message in messages for address in _wire_addresses(message))
+
+            def cleared() -> bool:
+                """A permit from the relay's rate (it may wait), then the lease check, right before SMTP."""
+                nonlocal held
+                relay_permit()
+                if lease.stale():
+                    held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
+                return messages[current].pk in held
+
             for current, message in enumerate(messages):
                 if message.pk in held and lease.stale():
                     held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
                 if message.pk not in held:
                     continue
-                outcome = _send_one(message, connection, suppressed_in_batch=suppressed, holds=holds)
+                outcome = _send_one(message, connection, suppressed_in_batch=suppressed, holds=holds, cleared=cleared)
+                if outcome is None:
+                    continue
                 if _record_durably(message, outcome):
                     handled += 1
                 if outcome.slow_down:  # the relay may have closed the connection too: the rest waits its turn

@@ -58,11 +58,17 @@ def _queue(domain, count: int, *, subject: str = "Newsletter") -> list[str]:
 
 
 @contextmanager
-def _workers(env: dict[str, str]) -> Iterator[None]:
+def _workers(env: dict[str, str], *, beat: bool = False) -> Iterator[None]:
+    """The worker processes; with `beat`, the first runs the sweeper every second, as deployed (but faster)."""
     from tests.live import celery_worker, wait_until
 
     with ExitStack() as stack:
-        started = [stack.enter_context(celery_worker(beat=False, threads=THREADS, **env)) for _ in range(WORKERS)]
+        started = [
+            stack.enter_context(
+                celery_worker(beat=beat and n == 0, threads=THREADS, MAILSERVICE_DISPATCH_SWEEP_INTERVAL="1", **env)
+            )
+            for n in range(WORKERS)
+        ]
         wait_until(
             lambda: all("ready." in Path(worker.log_path).read_text() for worker in started),
             timeout=60,
@@ -272,7 +278,7 @@ def _slow_down_run(ctx: Context, args: argparse.Namespace) -> dict:
     samples: list[tuple[float, float]] = []
     throttle = ("--throttle-every", "5", "--throttle-seconds", str(throttle_seconds))
     limits = {"MAILSERVICE_RELAY_RATE": str(rate), "MAILSERVICE_RELAY_RATE_STEP": str(args.step)}
-    with discard_sink(*throttle) as sink, _workers(env := _env(ctx, sink.port, queue, **limits)):
+    with discard_sink(*throttle) as sink, _workers(env := _env(ctx, sink.port, queue, **limits), beat=True):
         _queue(domain, count)
         _sweep(env)
         deadline = time.monotonic() + 60 + 3 * count / rate
