@@ -12,7 +12,7 @@ import smtplib
 import ssl
 import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -148,13 +148,19 @@ class SmtpConnection:
         except (OSError, smtplib.SMTPException):
             self.smtp.close()
 
+    def _reset(self) -> None:
+        """RSET after a refused transaction; a relay that answered 421 may have closed the connection already
+        (RFC 5321 3.8): its answer stands, and the pool finds the connection dead before reusing it."""
+        with suppress(OSError, smtplib.SMTPException):
+            self.smtp.rset()
+
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
         options = ["SMTPUTF8", "BODY=8BITMIME"] if envelope.smtputf8 else []
         if envelope.smtputf8 and not self.smtp.has_extn("smtputf8"):
             return SendResult(final=Reply(553, "the relay does not offer SMTPUTF8, needed for a non-ASCII address"))
         mail = _reply(*self.smtp.mail(envelope.mail_from, options))
         if mail.code != 250:
-            self.smtp.rset()
+            self._reset()
             return SendResult(final=mail)
         result = SendResult(final=mail)
         for recipient in envelope.recipients:
@@ -165,12 +171,12 @@ class SmtpConnection:
                 result.refused[recipient] = reply
                 result.final = reply
         if not result.accepted:
-            self.smtp.rset()
+            self._reset()
             return result
         try:
             result.final = _reply(*self.smtp.data(data))
         except smtplib.SMTPDataError as exc:  # the relay refused to start DATA
-            self.smtp.rset()
+            self._reset()
             result.final = _reply(exc.smtp_code, exc.smtp_error)
         return result
 
