@@ -148,10 +148,13 @@ class SmtpConnection:
         except (OSError, smtplib.SMTPException):
             self.smtp.close()
 
-    def _reset(self) -> None:
-        """RSET after a refused transaction; a relay that answered 421 may have closed the connection already
-        (RFC 5321 3.8): its answer stands, and the pool finds the connection dead before reusing it."""
-        with suppress(OSError, smtplib.SMTPException):
+    def _end(self, reply: Reply) -> None:
+        """After a refused transaction: RSET; after a 421 the relay is closing the channel (RFC 5321 3.8),
+        so this side closes it too and the pool never hands it out again."""
+        if reply.code == 421:
+            self.smtp.close()
+            return
+        with suppress(OSError, smtplib.SMTPException):  # a relay may close without saying 421 first
             self.smtp.rset()
 
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
@@ -160,7 +163,7 @@ class SmtpConnection:
             return SendResult(final=Reply(553, "the relay does not offer SMTPUTF8, needed for a non-ASCII address"))
         mail = _reply(*self.smtp.mail(envelope.mail_from, options))
         if mail.code != 250:
-            self._reset()
+            self._end(mail)
             return SendResult(final=mail)
         result = SendResult(final=mail)
         for recipient in envelope.recipients:
@@ -170,14 +173,20 @@ class SmtpConnection:
             else:
                 result.refused[recipient] = reply
                 result.final = reply
+                if reply.code == 421:  # nothing more goes over this connection: no recipient got the data
+                    self._end(reply)
+                    return SendResult(final=reply, refused=result.refused)
         if not result.accepted:
-            self._reset()
+            self._end(result.final)
             return result
         try:
             result.final = _reply(*self.smtp.data(data))
         except smtplib.SMTPDataError as exc:  # the relay refused to start DATA
-            self._reset()
             result.final = _reply(exc.smtp_code, exc.smtp_error)
+            self._end(result.final)
+            return result
+        if result.final.code == 421:
+            self._end(result.final)
         return result
 
 

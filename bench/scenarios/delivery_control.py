@@ -238,15 +238,16 @@ def _delivery_times(domain) -> list[float]:
     return [at.timestamp() for at in events.values_list("created_at", flat=True)]
 
 
-def _held_rate(ctx: Context, rate: int, seconds: float) -> float:
-    """Messages per second the sink took with MAILSERVICE_RELAY_RATE=rate, past the first half second."""
+def _held_rate(ctx: Context, rate: int, seconds: float, *, count: int = 0) -> float:
+    """Messages per second the sink took with MAILSERVICE_RELAY_RATE=rate (0: unset, `count` messages),
+    in the middle of the run."""
     from domains.models import Domain
     from domains.services import domain_create
 
     tag = secrets.token_hex(3)
     domain = domain_create(name=f"r{tag}.relay.bench.example", verified=True)
     Domain.objects.exclude(pk=domain.pk).update(sending_paused=True)
-    count = round(rate * seconds)
+    count = count or round(rate * seconds)
     queue = f"bench-relay-{tag}"
     _fresh_state(ctx.services.redis_url)
     with discard_sink() as sink, _workers(env := _env(ctx, sink.port, queue, MAILSERVICE_RELAY_RATE=str(rate))):
@@ -254,8 +255,10 @@ def _held_rate(ctx: Context, rate: int, seconds: float) -> float:
         _sweep(env)
         _wait(lambda: _delivered(domain) == count, timeout=30 + 3 * seconds, what=f"{count} messages at {rate}/s")
     _forget_queue(ctx.services.redis_url, queue)
+    # The middle of the run: past the first half second (start-up), before the last tenth (the last
+    # batches keep fewer threads busy).
     times = _delivery_times(domain)
-    steady = [at for at in times if at >= times[0] + 0.5]
+    steady = [at for at in times[: round(len(times) * 0.9)] if at >= times[0] + 0.5]
     return (len(steady) - 1) / (steady[-1] - steady[0])
 
 
@@ -307,7 +310,7 @@ def _slow_down_run(ctx: Context, args: argparse.Namespace) -> dict:
 
 def add_relay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rates", default="50,200", help="MAILSERVICE_RELAY_RATE values to hold (default 50,200)")
-    parser.add_argument("--seconds", type=float, default=6, help="seconds of mail at each rate (default 6)")
+    parser.add_argument("--seconds", type=float, default=8, help="seconds of mail at each rate (default 8)")
     parser.add_argument("--throttled-rate", type=int, default=100, help="the rate of the slow-down run (100)")
     parser.add_argument("--throttle-seconds", type=float, default=5, help="how long the sink throttles (5)")
     parser.add_argument("--messages", type=int, default=1_500, help="messages of the slow-down run (1 500)")
@@ -321,6 +324,8 @@ def run_relay(args: argparse.Namespace, ctx: Context) -> list[Section]:
         rates = [int(value) for value in str(args.rates).split(",")]
     except ValueError:
         raise BenchError("relay: --rates must be comma-separated whole numbers") from None
+    # What the fleet sends with no limit on this machine now: a limit above it cannot be reached.
+    uncapped = _held_rate(ctx, 0, args.seconds, count=round(max(rates) * args.seconds))
     held = {rate: _held_rate(ctx, rate, args.seconds) for rate in rates}
     slow = _slow_down_run(ctx, args)
     section = Section(
@@ -328,15 +333,23 @@ def run_relay(args: argparse.Namespace, ctx: Context) -> list[Section]:
         summary=(
             f"The Celery workers ({WORKERS} processes × {THREADS} threads) with MAILSERVICE_RELAY_RATE set, "
             f"{args.seconds:g} s of mail at each rate into a discarding sink, measured from the `delivered` events "
-            "past the first half second; then a sink answering `421 4.7.0` to every fifth MAIL FROM (and closing "
+            "past the first half second and before the last tenth; then a sink answering `421 4.7.0` to every "
+            "fifth MAIL FROM (and closing "
             f"the connection) for {args.throttle_seconds:g} s, at MAILSERVICE_RELAY_RATE={args.throttled_rate}."
         ),
-        header=["MAILSERVICE_RELAY_RATE", "messages/s at the sink", "ratio"],
+        header=["MAILSERVICE_RELAY_RATE", "messages/s at the sink", "sink / setting"],
     )
+    section.rows.append(["unset (no limit)", f"{uncapped:.1f}", ""])
     for rate, measured in held.items():
         section.rows.append([str(rate), f"{measured:.1f}", f"{measured / rate:.2f}"])
+        reachable = min(rate, uncapped)
         section.ratios.append(
-            Ratio(f"sink rate / {rate} messages/s", measured / rate, "0.9–1.1", 0.9 <= measured / rate <= 1.1)
+            Ratio(
+                f"sink rate / min({rate}, the rate without a limit)",
+                measured / reachable,
+                "0.9–1.1",
+                0.9 <= measured / reachable <= 1.1,
+            )
         )
     recovered = slow["recovered_after"]
     section.notes += [
