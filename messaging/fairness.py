@@ -37,12 +37,19 @@ def _pending_domains(*, after: int, limit: int) -> list[int]:
     # Status.ACCEPTED is written as a literal so the planner matches the partial index; only the
     # model's own identifiers and that constant are interpolated, the bounds are parameters.
     accepted = f"'{Status.ACCEPTED.value}'"
+    # ORDER BY (domain_id, next_attempt_at) is the partial index's own order: the planner takes it
+    # rather than the foreign key's index, which would step over every delivered row of a domain.
+    first = f'SELECT "domain_id" FROM "{table}" WHERE "status" = {accepted} AND "domain_id" > %s'  # noqa: S608
+    step = (
+        f'SELECT m."domain_id" FROM "{table}" m '  # noqa: S608
+        f'WHERE m."status" = {accepted} AND m."domain_id" > pending.domain_id'
+    )
+    order = '"domain_id", "next_attempt_at" LIMIT 1'
     sql = (
         "WITH RECURSIVE pending (domain_id, n) AS ("  # noqa: S608
-        f'SELECT (SELECT MIN("domain_id") FROM "{table}" WHERE "status" = {accepted} AND "domain_id" > %s), 1 '
+        f"SELECT ({first} ORDER BY {order}), 1 "
         "UNION ALL "
-        f'SELECT (SELECT MIN(m."domain_id") FROM "{table}" m WHERE m."status" = {accepted} '
-        'AND m."domain_id" > pending.domain_id), pending.n + 1 '
+        f"SELECT ({step} ORDER BY m.{order}), pending.n + 1 "
         "FROM pending WHERE pending.domain_id IS NOT NULL AND pending.n < %s) "
         "SELECT domain_id FROM pending WHERE domain_id IS NOT NULL"
     )

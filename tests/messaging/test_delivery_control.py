@@ -9,13 +9,14 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from messaging import relay_limits
 from messaging.destinations import BatchHolds, held_destinations
-from messaging.dispatch import dispatch_claim
+from messaging.dispatch import dispatch_batch, dispatch_claim
 from messaging.fairness import _pending_domains
-from messaging.models import Message
+from messaging.models import EventType, Message, Status
 from messaging.relay_limits import (
     is_slow_down,
     relay_connection_slot,
@@ -25,6 +26,7 @@ from messaging.relay_limits import (
 )
 from messaging.transports import Reply, SendResult
 from tests.factories import DomainFactory, MessageFactory
+from tests.live import smtp_sink
 
 pytestmark = pytest.mark.django_db
 
@@ -92,19 +94,20 @@ def test_a_paused_domain_takes_no_share():
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the plan is PostgreSQL's")
-def test_the_domains_with_mail_due_are_found_without_reading_the_backlog():
+def test_the_domains_with_mail_due_are_found_on_the_partial_index_not_over_delivered_rows():
     domain, other = DomainFactory(), DomainFactory()
     MessageFactory.create_batch(3, domain=domain, next_attempt_at=timezone.now())
+    MessageFactory.create_batch(20, domain=other, status=Status.DELIVERED)
     MessageFactory(domain=other, next_attempt_at=timezone.now())
+    with CaptureQueriesContext(connection) as captured:
+        assert _pending_domains(after=0, limit=10) == sorted([domain.pk, other.pk])
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")  # the tiny test table would be scanned otherwise
-        cursor.execute(
-            "EXPLAIN SELECT MIN(domain_id) FROM messaging_message WHERE status = 'accepted' AND domain_id > 0"
-        )
+        cursor.execute("EXPLAIN " + captured.captured_queries[-1]["sql"])
         plan = "\n".join(row[0] for row in cursor.fetchall())
 
-    assert "message_pending_domain_idx" in plan
-    assert _pending_domains(after=0, limit=10) == sorted([domain.pk, other.pk])
+    scans = [line for line in plan.splitlines() if "Scan using" in line]
+    assert scans and all("message_pending_domain_idx" in line for line in scans), plan
 
 
 # --- the shared relay rate ----------------------------------------------------------------------
@@ -221,3 +224,54 @@ def test_repeated_temporary_failures_of_one_domain_hold_it_after_three():
     assert holds.observe(failed, ["a@slow.example"]) is None
     assert holds.observe(failed, ["a@slow.example"]) is not None
     assert "slow.example" in held_destinations()
+
+
+# --- dispatch in-process against a real SMTP server ---------------------------------------------
+
+
+@pytest.fixture
+def sink(settings):
+    with smtp_sink() as sink:
+        settings.EMAIL_URL = sink.url
+        yield sink
+
+
+def test_a_slow_down_answer_puts_the_batch_back_without_using_attempts(sink, settings):
+    settings.MAILSERVICE_DISPATCH_BATCH_SIZE = 3
+    messages = queue(DomainFactory(), 3)
+    sink.behaviour.data_replies = ["421 4.7.0 Too many messages, closing"]
+    follow_ups = []
+
+    assert dispatch_batch(on_slow_down=lambda: follow_ups.append(1)) == 1
+
+    assert follow_ups == [1] and sink.received == []
+    throttled, *rest = (Message.objects.get(pk=m.pk) for m in messages)
+    assert (throttled.status, throttled.attempts, throttled.lease_expires_at) == (Status.ACCEPTED, 0, None)
+    assert throttled.next_attempt_at <= timezone.now()
+    [event] = throttled.events.all()
+    assert event.type == EventType.DEFERRED and "no attempt used" in event.detail and "421 4.7.0" in event.detail
+    assert [(m.attempts, m.lease_expires_at) for m in rest] == [(0, None), (0, None)]
+    assert "421 4.7.0" in relay_rate_status()["reason"]
+    # the relay closed the connection: the next batch opens a new one and sends all three, once each
+    assert dispatch_batch() == 3
+    assert len({received.data for received in sink.received}) == 3
+
+
+def test_a_deferred_destination_holds_the_rest_of_its_mail_while_others_go(sink, settings):
+    settings.MAILSERVICE_DESTINATION_BACKOFF_BASE = 60
+    domain = DomainFactory()
+    [refused] = queue(domain, 1, to=["a@busy.example"])
+    [held] = queue(domain, 1, to=["b@busy.example"])
+    [other] = queue(domain, 1, to=["c@calm.example"])
+    sink.behaviour.rejected_rcpts = {"a@busy.example": "452 4.2.2 Mailbox busy"}
+
+    dispatch_batch()
+
+    refused, held, other = (Message.objects.get(pk=m.pk) for m in (refused, held, other))
+    assert other.status == Status.DELIVERED
+    assert [r.rcpt_tos for r in sink.received] == [["c@calm.example"]]
+    assert (refused.status, refused.attempts) == (Status.ACCEPTED, 1)
+    assert (held.status, held.attempts) == (Status.ACCEPTED, 0)
+    assert abs((held.next_attempt_at - refused.next_attempt_at).total_seconds()) < 1
+    assert 55 < (held.next_attempt_at - timezone.now()).total_seconds() <= 60
+    assert "busy.example is held" in held.events.get().detail
