@@ -276,18 +276,51 @@ def relay_rate_status() -> dict:
         except RedisError as exc:
             logger.warning("relay rate: status unavailable: %s", exc)
             return status
-        if "rate" in state:
-            grown = float(state["rate"]) + settings.MAILSERVICE_RELAY_RATE_STEP * (now - float(state["grown_at"]))
-            status["effective"] = min(grown, float(state["target"]))
-        if "changed_at" in state:
-            status["reason"] = state.get("reason", "")
-            status["changed_at"] = datetime.fromtimestamp(float(state["changed_at"]), UTC)
+        rate = float(state["rate"]) if "rate" in state else None
+        changed_at = float(state["changed_at"]) if "changed_at" in state else None
+        _fill_status(
+            status,
+            rate=rate,
+            grown_at=float(state.get("grown_at", now)),
+            target=float(state.get("target", 0)),
+            reason=state.get("reason", ""),
+            changed_at=changed_at,
+            now=now,
+        )
         return status
     with _local.lock:
-        if _local.rate is not None:
-            grown = _local.rate + settings.MAILSERVICE_RELAY_RATE_STEP * (time.monotonic() - _local.grown_at)
-            status["effective"] = min(grown, _local.target)
-        if _local.changed_at is not None:
-            status["reason"] = _local.reason
-            status["changed_at"] = datetime.fromtimestamp(time.time() - (time.monotonic() - _local.changed_at), UTC)
+        now, offset = time.time(), time.time() - time.monotonic()  # the local state keeps monotonic times
+        _fill_status(
+            status,
+            rate=_local.rate,
+            grown_at=_local.grown_at + offset,
+            target=_local.target,
+            reason=_local.reason,
+            changed_at=None if _local.changed_at is None else _local.changed_at + offset,
+            now=now,
+        )
     return status
+
+
+def _fill_status(
+    status: dict,
+    *,
+    rate: float | None,
+    grown_at: float,
+    target: float,
+    reason: str,
+    changed_at: float | None,
+    now: float,
+) -> None:
+    """The effective rate and why, from the stored state (epoch seconds); a rate that has climbed back
+    to its target since the last permit counts as recovered, as the next permit will record."""
+    step = settings.MAILSERVICE_RELAY_RATE_STEP
+    if rate is not None:
+        grown = rate + step * (now - grown_at)
+        if grown < target:
+            status["effective"] = grown
+        else:
+            reason, changed_at = RECOVERED, grown_at + (target - rate) / step
+    if changed_at is not None:
+        status["reason"] = reason
+        status["changed_at"] = datetime.fromtimestamp(changed_at, UTC)

@@ -238,6 +238,7 @@ def sink(settings):
 
 def test_a_slow_down_answer_puts_the_batch_back_without_using_attempts(sink, settings):
     settings.MAILSERVICE_DISPATCH_BATCH_SIZE = 3
+    settings.MAILSERVICE_RELAY_RATE = 100.0
     messages = queue(DomainFactory(), 3)
     sink.behaviour.data_replies = ["421 4.7.0 Too many messages, closing"]
     follow_ups = []
