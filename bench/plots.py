@@ -80,3 +80,42 @@ def rates(path: Path, values: dict[str, float], *, title: str) -> str:
     figure.savefig(path, dpi=90)
     plt.close(figure)
     return path.name
+
+
+def fairness(path: Path, results: dict[int, dict[str, float]]) -> str:
+    """Domain B's wait (p50, p99) against domain A's backlog."""
+    figure, axis = plt.subplots(figsize=(7, 4))
+    sizes = list(results)
+    axis.plot(sizes, [results[n]["p50"] * 1000 for n in sizes], marker="o", label="B's wait p50")
+    axis.plot(sizes, [results[n]["p99"] * 1000 for n in sizes], marker="o", label="B's wait p99")
+    axis.set_xscale("log")
+    axis.set_xticks(sizes, [f"{n:,}" for n in sizes])
+    axis.set_xlabel("domain A's backlog (messages)")
+    axis.set_ylabel("domain B's wait (ms)")
+    axis.set_ylim(bottom=0)
+    axis.legend()
+    figure.suptitle("6. Fairness: another domain's wait against one domain's backlog")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return path.name
+
+
+def relay(path: Path, run: dict, *, throttle_seconds: float) -> str:
+    """The delivered rate and the fleet's effective rate over time, the throttling window shaded."""
+    figure, axis = plt.subplots(figsize=(9, 4))
+    end = max(run["delivered"])
+    bins = [n * 0.5 for n in range(int(end / 0.5) + 2)]
+    counts = [sum(1 for at in run["delivered"] if low <= at < low + 0.5) * 2 for low in bins]
+    axis.step(bins, counts, where="post", label="delivered (messages/s, 0.5 s bins)")
+    axis.plot(*zip(*run["samples"], strict=True), label="effective rate (shared state)")
+    axis.axvspan(0, throttle_seconds, color="tab:red", alpha=0.1, label="sink answers 421 to every 5th MAIL FROM")
+    axis.set_xlabel("seconds from the first delivery")
+    axis.set_ylabel("messages per second")
+    axis.set_ylim(bottom=0)
+    axis.legend(loc="lower right")
+    figure.suptitle("7. Relay rate: AIMD under a throttling relay")
+    figure.tight_layout()
+    figure.savefig(path, dpi=90)
+    plt.close(figure)
+    return path.name

@@ -137,11 +137,12 @@ def server(env: dict[str, str], *, workers: int) -> Iterator[str]:
 
 
 @contextmanager
-def discard_sink(*, tls: tuple[str, str] | None = None) -> Iterator["ChildServer"]:
-    """bench.sink (accepts and discards every message) in a process of its own; STARTTLS with `tls` (cert, key)."""
+def discard_sink(*options: str, tls: tuple[str, str] | None = None) -> Iterator["ChildServer"]:
+    """bench.sink (accepts and discards every message) in a process of its own; `options` e.g. its throttling;
+    STARTTLS with `tls` (cert, key)."""
     from tests.harness import child_server, serves_smtp
 
-    command = [sys.executable, "-m", "bench.sink", "--port", "{port}"]
+    command = [sys.executable, "-m", "bench.sink", "--port", "{port}", *options]
     if tls is not None:
         command += ["--tls-cert", tls[0], "--tls-key", tls[1]]
     with child_server(command, name="sink", ready=serves_smtp, env={}) as child:

@@ -331,6 +331,19 @@ MAILSERVICE_DISPATCH_SWEEP_GRACE = env_float("MAILSERVICE_DISPATCH_SWEEP_GRACE",
 MAILSERVICE_DISPATCH_SWEEP_LIMIT = env_int("MAILSERVICE_DISPATCH_SWEEP_LIMIT", 10000)
 MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
 MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 8)  # one per worker thread (Procfile)
+# --- Delivery control (messaging/fairness.py, messaging/relay_limits.py) -----------------------
+# The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
+# RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay
+# connections at once (unset: no cap). A "slow down" answer halves the effective rate; it climbs
+# back by RATE_STEP messages/s each second without one, and never falls below RATE_FLOOR.
+MAILSERVICE_RELAY_RATE = env_float("MAILSERVICE_RELAY_RATE", 0.0) or None
+MAILSERVICE_RELAY_CONNECTIONS = env_int("MAILSERVICE_RELAY_CONNECTIONS", 0) or None
+MAILSERVICE_RELAY_RATE_STEP = env_float("MAILSERVICE_RELAY_RATE_STEP", 2.0)
+MAILSERVICE_RELAY_RATE_FLOOR = env_float("MAILSERVICE_RELAY_RATE_FLOOR", 1.0)
+# A recipient domain the relay answers a temporary failure for waits BASE * 2^(n-1) seconds
+# (at most MAX) after its n-th such answer in a row; its messages wait as a group meanwhile.
+MAILSERVICE_DESTINATION_BACKOFF_BASE = env_float("MAILSERVICE_DESTINATION_BACKOFF_BASE", 30.0)
+MAILSERVICE_DESTINATION_BACKOFF_MAX = env_float("MAILSERVICE_DESTINATION_BACKOFF_MAX", 1800.0)
 # Tests give each web/worker pair a queue of its own.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 # An unacknowledged task (its worker died) is redelivered after this many seconds; the

@@ -23,6 +23,7 @@ from domains.services import (
     domain_create,
     domain_mark_verified,
     domain_set_allowance,
+    domain_set_dispatch_weight,
     domain_set_retention,
     normalize_domain_name,
     sending_pause,
@@ -30,7 +31,9 @@ from domains.services import (
 )
 from mailservice.console import ConsoleModelAdmin, adopt, console_time, refuse
 from mailservice.errors import ApiError
+from messaging.destinations import held_destinations
 from messaging.models import Message
+from messaging.relay_limits import relay_rate_status
 from messaging.selectors import delivery_rates
 
 # Custom permissions (created by mailservice/migrations/0001_support_group.py).
@@ -77,6 +80,25 @@ def _percent(value: float | None) -> str:
     return "—" if value is None else f"{value:.1%}"
 
 
+def _rate(value: float | None) -> str:
+    return "unlimited" if value is None else f"{value:.1f} messages/s"
+
+
+def _relay_text(status: dict, held: dict[str, dict]) -> str:
+    """The relay's rate in force and why, and the recipient domains held, in one line for the list's banner."""
+    text = f"Relay rate: {_rate(status['effective'])}"
+    if status["effective"] != status["configured"]:
+        text += f" (configured {_rate(status['configured'])}; lowered because {status['reason']})"
+    elif status["reason"]:
+        text += f" ({status['reason']}, {status['changed_at']:%H:%M:%S} UTC)"
+    if status["connections"]:
+        text += f". Connections: at most {status['connections']}"
+    if held:
+        waiting = ", ".join(f"{name} until {hold['until']:%H:%M:%S} UTC" for name, hold in held.items())
+        text += f". Held destinations: {waiting}"
+    return text + "."
+
+
 @admin.register(Domain)
 class DomainAdmin(ConsoleModelAdmin):
     list_display = ["name", "verification", "sending", "usage", "bounce_rate", "complaint_rate"]
@@ -108,6 +130,7 @@ class DomainAdmin(ConsoleModelAdmin):
         context = {
             "global_paused": pause is not None,
             "global_pause_text": pause.describe() if pause else "",
+            "relay_text": _relay_text(relay_rate_status(), held_destinations()),
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
@@ -168,7 +191,7 @@ class DomainAdmin(ConsoleModelAdmin):
 
     # --- add and change ---------------------------------------------------------------------
     def get_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
-        editable = ["daily_allowance", "retention_days"]
+        editable = ["daily_allowance", "retention_days", "dispatch_weight"]
         return ["name"] if obj is None else [*self.change_readonly[:5], *editable, *self.change_readonly[5:]]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
@@ -183,6 +206,7 @@ class DomainAdmin(ConsoleModelAdmin):
         if change:
             domain_set_allowance(domain=obj, allowance=form.cleaned_data["daily_allowance"])
             domain_set_retention(domain=obj, days=form.cleaned_data["retention_days"])
+            domain_set_dispatch_weight(domain=obj, weight=form.cleaned_data["dispatch_weight"])
             return
         adopt(obj, domain_create(name=form.cleaned_data["name"]))
 

@@ -1,4 +1,4 @@
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models.functions import Lower
 
@@ -39,6 +39,12 @@ class Domain(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Days this domain's messages are kept; empty means MAILSERVICE_RETENTION_DAYS",
     )
+    dispatch_weight = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Share of dispatch while several domains have mail queued: a domain of weight 2 gets twice "
+        "the turns of a domain of weight 1",
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -47,6 +53,7 @@ class Domain(models.Model):
         ordering = ["name"]
         constraints = [
             models.CheckConstraint(condition=models.Q(name=Lower("name")), name="domain_name_lowercase"),
+            models.CheckConstraint(condition=models.Q(dispatch_weight__gte=1), name="domain_dispatch_weight_positive"),
         ]
 
     def __str__(self) -> str:

@@ -157,6 +157,14 @@ def domain_set_retention(*, domain: Domain, days: int | None) -> Domain:
     return domain
 
 
+def domain_set_dispatch_weight(*, domain: Domain, weight: int) -> Domain:
+    if not 1 <= weight <= 100:
+        raise ValidationFailed("The dispatch weight must be from 1 to 100")
+    domain.dispatch_weight = weight
+    domain.save(update_fields=["dispatch_weight", "updated_at"])
+    return domain
+
+
 def _seconds_until_next_utc_day(now: datetime) -> int:
     tomorrow = (now + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     return int((tomorrow - now).total_seconds()) + 1

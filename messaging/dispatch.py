@@ -32,13 +32,16 @@ from domains.selectors import SigningKey, dkim_signing_keys
 from domains.sending import domain_unpaused, global_paused, unpaused
 from mailservice import metrics
 from messaging import sql
+from messaging.destinations import BatchHolds
 from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
+from messaging.fairness import fair_claim_ids
 from messaging.mime import UnsendableMessage, envelope_for, parsed_address, render_message
 from messaging.models import EventType, Message, MessageEvent, Status
+from messaging.relay_limits import as_text, is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.sandbox import sandbox_outcome
 from messaging.submission.mime import submitted_rendering
 from messaging.suppressions import active_suppressions
-from messaging.transports import Connection, SendResult, transport
+from messaging.transports import Connection, Reply, SendResult, transport
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +49,8 @@ RECORD_RETRY_SECONDS = 0.5
 # How stale the worker's knowledge of its leases (and of the pauses) may be before a message goes
 # to SMTP. Far below any lease: no other worker can have claimed a message while this holds.
 LEASE_CHECK_SECONDS = 1.0
+# After a "slow down" answer, the batch's rest is given back and a new task picks it up this much later.
+SLOW_DOWN_RETRY_SECONDS = 1.0
 
 
 def retry_delay(*, attempt: int) -> timedelta:
@@ -61,7 +66,8 @@ def _due(now: datetime) -> Q:
 
 
 def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]:
-    """Lease up to `limit` due messages (`public_id` first) to this worker; nothing while the global pause is on."""
+    """Lease up to `limit` due messages (`public_id` first, then the domains in turn: messaging/fairness.py)
+    to this worker; nothing while the global pause is on."""
     if global_paused():
         return []
     now = timezone.now()
@@ -77,11 +83,7 @@ def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]
                 .select_for_update(of=("self",), skip_locked=True)
                 .values_list("pk", flat=True)
             )
-        if len(ids) < limit:
-            others = (
-                due.exclude(pk__in=ids).order_by("next_attempt_at").select_for_update(of=("self",), skip_locked=True)
-            )
-            ids += others.values_list("pk", flat=True)[: limit - len(ids)]
+        ids += fair_claim_ids(due.exclude(pk__in=ids), limit=limit - len(ids))
         # Conditional again: SQLite ignores FOR UPDATE, so the UPDATE itself must refuse a taken row.
         Message.objects.filter(_due(now), pk__in=ids).update(lease_expires_at=lease, attempts=F("attempts") + 1)
     claimed = {m.pk: m for m in Message.objects.filter(pk__in=ids, lease_expires_at=lease).select_related("domain")}
@@ -93,6 +95,17 @@ class SendOutcome:
     status: str  # a Status, or ACCEPTED for "retry later"
     events: list[tuple[str, str, str]]  # (type, recipient, detail)
     last_error: str = ""
+    retry_at: datetime | None = None  # the next attempt, instead of the backoff schedule
+    charged: bool = True  # False: no attempt was made after all (a hold, a slow-down): it is given back
+    slow_down: bool = False  # the relay asked the fleet to slow down: stop this batch
+
+
+def _wire_addresses(message: Message) -> list[str]:
+    """The batch's recipient addresses, for reading their domains' holds (an unsendable one has none)."""
+    try:
+        return list(_recipients(message).values())
+    except UnsendableMessage:
+        return []
 
 
 def _recipients(message: Message) -> dict[str, str]:
@@ -146,8 +159,10 @@ def _record(message: Message, outcome: SendOutcome, now: datetime) -> bool:
     """Write the outcome if this worker still holds the lease; False if it lost it."""
     fields: dict = {"status": outcome.status, "last_error": outcome.last_error, "lease_expires_at": None}
     fields["next_attempt_at"] = (
-        now + retry_delay(attempt=message.attempts) if outcome.status == Status.ACCEPTED else None
+        (outcome.retry_at or now + retry_delay(attempt=message.attempts)) if outcome.status == Status.ACCEPTED else None
     )
+    if not outcome.charged:
+        fields["attempts"] = message.attempts - 1
     if message.message_id_header:
         fields["message_id_header"] = message.message_id_header
     if sql.available() and outcome.events:  # the one statement needs an event row to insert
@@ -213,14 +228,27 @@ def _renew_leases(messages: list[Message], lease: BatchLease) -> set[int]:
     return held
 
 
+def _not_sent(message: Message, *, retry_at: datetime, why: str, slow_down: bool = False) -> SendOutcome:
+    """Put a claimed message back until `retry_at` without using an attempt: held, or the relay asked to slow down."""
+    detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC"
+    return SendOutcome(
+        Status.ACCEPTED, [(EventType.DEFERRED, "", detail)], why, retry_at=retry_at, charged=False, slow_down=slow_down
+    )
+
+
 def _send_one(
     message: Message,
     open_connection: Callable[[], Connection],
     *,
     suppressed_in_batch: set[tuple[int, str]],
     signing_keys: dict[int, SigningKey],
-) -> SendOutcome:
-    """Deliver one claimed message whose lease the worker holds."""
+    holds: BatchHolds,
+    cleared: Callable[[], bool],
+) -> SendOutcome | None:
+    """Deliver one claimed message whose lease the worker holds, within the relay's limits.
+
+    `cleared()` is asked right before SMTP (it may wait for the relay's rate): None if it says the
+    lease is no longer held."""
     try:
         recipients = _recipients(message)
         suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
@@ -239,6 +267,8 @@ def _send_one(
         )
     except UnsendableMessage as exc:
         return SendOutcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
+    if held := holds.held_until(wire):
+        return _not_sent(message, retry_at=held[0], why=held[1])
     message.message_id_header = rendered.message_id
     # Only a domain's active key signs: a rotated-in key becomes active once its record is found.
     key = signing_keys.get(message.domain_id)
@@ -249,10 +279,19 @@ def _send_one(
     except SigningKeyUnavailable as exc:
         return _temporary(message, f"not signed, not sent: {exc}")
     signed = dkim_sign(data=rendered.data, domain=message.domain.name, selector=key.selector, private_key=private_key)
+    if not cleared():
+        return None
     result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
     metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
+    if is_slow_down(result.final) and not result.delivered:
+        relay_slow_down(reply=str(result.final))
+        # Due again at once: the lowered shared rate spaces the next tries, whichever worker makes them.
+        why = f"the relay asked to slow down: {result.final}"
+        return _not_sent(message, retry_at=timezone.now(), why=why, slow_down=True)
+    held_until = holds.observe(result, wire)
     outcome = _classify(message, result)
-    return SendOutcome(outcome.status, [*skipped, *outcome.events], outcome.last_error)
+    retry_at = held_until if outcome.status == Status.ACCEPTED else None
+    return SendOutcome(outcome.status, [*skipped, *outcome.events], outcome.last_error, retry_at=retry_at)
 
 
 def _log_outcome(message: Message, outcome: SendOutcome) -> None:
@@ -270,7 +309,7 @@ def _release(messages: list[Message], lease: BatchLease) -> None:
         ).update(lease_expires_at=None, attempts=F("attempts") - 1)
 
 
-def dispatch_batch(*, public_id: str | None = None) -> int:
+def dispatch_batch(*, public_id: str | None = None, on_slow_down: Callable[[], None] | None = None) -> int:
     """Claim a small batch (`public_id` first), send it over one connection; returns how many were recorded."""
     claimed_at = time.monotonic()
     messages = dispatch_claim(public_id=public_id, limit=settings.MAILSERVICE_DISPATCH_BATCH_SIZE)
@@ -278,15 +317,16 @@ def dispatch_batch(*, public_id: str | None = None) -> int:
         return 0
     expires_at = messages[0].lease_expires_at
     assert expires_at is not None  # dispatch_claim sets the lease of every message it returns
-    return send_batch(messages, BatchLease(expires_at=expires_at, checked_at=claimed_at))
+    return send_batch(messages, BatchLease(expires_at=expires_at, checked_at=claimed_at), on_slow_down=on_slow_down)
 
 
-def send_batch(messages: list[Message], lease: BatchLease) -> int:
+def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Callable[[], None] | None = None) -> int:
     """Send claimed messages over one connection, checking the lease as LEASE_CHECK_SECONDS says.
 
     The relay connection opens only when the first message needs it. A connection-level failure
     (refused, dropped, timed out) is charged to the message being sent; the rest of the batch is
-    released for the next run without using up an attempt.
+    released for the next run without using up an attempt. So is the rest of a batch the relay
+    asked to slow down in; `on_slow_down` is then called to have it picked up again.
     """
     handled, current, held = 0, 0, {message.pk for message in messages}
     try:
@@ -295,27 +335,56 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
 
             def relay() -> Connection:
                 if not opened:
+                    stack.enter_context(relay_connection_slot())
                     opened.append(stack.enter_context(transport().connection()))
                 return opened[0]
 
             suppressed = _suppressed(messages)
             signing_keys = dkim_signing_keys(domain_ids={message.domain_id for message in messages})
+            holds = BatchHolds(address for message in messages for address in _wire_addresses(message))
+
+            def cleared() -> bool:
+                """A permit from the relay's rate (it may wait), then the lease check, right before SMTP."""
+                nonlocal held
+                relay_permit()
+                if lease.stale():
+                    held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
+                return messages[current].pk in held
+
             for current, message in enumerate(messages):
                 if message.pk in held and lease.stale():
                     held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
                 if message.pk not in held:
                     continue
-                outcome = _send_one(message, relay, suppressed_in_batch=suppressed, signing_keys=signing_keys)
+                outcome = _send_one(
+                    message,
+                    relay,
+                    suppressed_in_batch=suppressed,
+                    signing_keys=signing_keys,
+                    holds=holds,
+                    cleared=cleared,
+                )
+                if outcome is None:
+                    continue
                 if _record_durably(message, outcome):
                     handled += 1
                     metrics.dispatch_recorded(
                         domain=message.domain.name, status=outcome.status, accepted_at=message.created_at
                     )
                     _log_outcome(message, outcome)
+                if outcome.slow_down:  # the relay may have closed the connection too: the rest waits its turn
+                    _release([m for m in messages[current + 1 :] if m.pk in held], lease)
+                    if on_slow_down is not None:
+                        on_slow_down()
+                    break
     except (OSError, smtplib.SMTPException) as exc:
         error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         logger.warning("dispatch of %s: the relay connection failed: %s", messages[current].public_id, error)
         metrics.RELAY_REPLIES.labels(reply_class="connection_error").inc()
+        if isinstance(exc, ConnectionRefusedError) or (
+            isinstance(exc, smtplib.SMTPConnectError) and is_slow_down(Reply(exc.smtp_code, as_text(exc.smtp_error)))
+        ):
+            relay_slow_down(reply=error)  # refused at the relay's connection cap: the fleet backs off together
         failed = messages[current]
         outcome = _temporary(failed, error)
         if _record_durably(failed, outcome):
@@ -328,14 +397,15 @@ def send_batch(messages: list[Message], lease: BatchLease) -> int:
 def dispatch_sweep(*, enqueue: Callable[[], object]) -> int:
     """Call `enqueue` once per batch of due messages; returns how many messages are due.
 
-    Due: a retry whose time has come, or a first attempt that no worker has claimed within the
+    Due: a retry whose time has come (a message put back without using an attempt, see `_not_sent`,
+    counts as one: it has a `last_error`), or a first attempt that no worker has claimed within the
     grace period (its task was lost), and no lease held. Paused messages are not due.
     """
     if global_paused():
         return 0
     now = timezone.now()
     grace = now - timedelta(seconds=settings.MAILSERVICE_DISPATCH_SWEEP_GRACE)
-    unclaimed = Q(attempts=0, next_attempt_at__lte=grace) | Q(attempts__gt=0)
+    unclaimed = Q(attempts=0, next_attempt_at__lte=grace) | Q(attempts__gt=0) | ~Q(last_error="")
     due = Message.objects.filter(_due(now), unclaimed).order_by("next_attempt_at")
     count = len(due.values_list("pk", flat=True)[: settings.MAILSERVICE_DISPATCH_SWEEP_LIMIT])
     batch = settings.MAILSERVICE_DISPATCH_BATCH_SIZE

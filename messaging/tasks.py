@@ -18,7 +18,15 @@ logger = logging.getLogger(__name__)
 
 @shared_task(name="messaging.dispatch")
 def dispatch_task(public_id: str | None = None) -> int:
-    return dispatch.dispatch_batch(public_id=public_id)
+    return dispatch.dispatch_batch(public_id=public_id, on_slow_down=_continue_later)
+
+
+def _continue_later() -> None:
+    """A batch the relay asked to slow down in gave its rest back: a task to pick it up at the lowered rate."""
+    try:
+        dispatch_task.apply_async(countdown=dispatch.SLOW_DOWN_RETRY_SECONDS, retry=False)
+    except (OperationalError, OSError) as exc:
+        logger.warning("dispatch: follow-up after a slow-down not queued (the sweeper will pick it up): %s", exc)
 
 
 @shared_task(name="messaging.dispatch_sweep")

@@ -16,7 +16,7 @@ import smtplib
 import ssl
 import threading
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -212,6 +212,15 @@ class SmtpConnection:
         self.smtp.putcmd(f"{command}<{address}>{options}")
         return _reply(*self.smtp.getreply())
 
+    def _end(self, reply: Reply) -> None:
+        """After a refused transaction: RSET; after a 421 the relay is closing the channel (RFC 5321 3.8),
+        so this side closes it too and the pool never hands it out again."""
+        if reply.code == 421:
+            self.smtp.close()
+            return
+        with suppress(OSError, smtplib.SMTPException):  # a relay may close without saying 421 first
+            self.smtp.rset()
+
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
         options = ""
         if envelope.smtputf8:
@@ -221,7 +230,7 @@ class SmtpConnection:
             self.smtp.command_encoding = "utf-8"  # as smtplib's mail() does; rset() goes back to ASCII
         mail = self._command("mail FROM:", envelope.mail_from, options)
         if mail.code != 250:
-            self.smtp.rset()
+            self._end(mail)
             return SendResult(final=mail)
         result = SendResult(final=mail)
         for recipient in envelope.recipients:
@@ -231,14 +240,20 @@ class SmtpConnection:
             else:
                 result.refused[recipient] = reply
                 result.final = reply
+                if reply.code == 421:  # nothing more goes over this connection: no recipient got the data
+                    self._end(reply)
+                    return SendResult(final=reply, refused=result.refused)
         if not result.accepted:
-            self.smtp.rset()
+            self._end(result.final)
             return result
         try:
             result.final = _reply(*self.smtp.data(data))
         except smtplib.SMTPDataError as exc:  # the relay refused to start DATA
-            self.smtp.rset()
             result.final = _reply(exc.smtp_code, exc.smtp_error)
+            self._end(result.final)
+            return result
+        if result.final.code == 421:
+            self._end(result.final)
         return result
 
 
@@ -289,7 +304,8 @@ def transport() -> Transport:
                 _transports[key] = SmtpTransport(
                     RelayConfig.from_url(settings.EMAIL_URL),
                     timeout=settings.MAILSERVICE_SMTP_TIMEOUT,
-                    pool_size=settings.MAILSERVICE_SMTP_POOL_SIZE,
+                    # Under a connection cap a batch's slot is given back with its connection: none kept idle.
+                    pool_size=0 if settings.MAILSERVICE_RELAY_CONNECTIONS else settings.MAILSERVICE_SMTP_POOL_SIZE,
                 )
             else:
                 _transports[key] = OutboxTransport(Path(settings.MAILSERVICE_OUTBOX_DIR))

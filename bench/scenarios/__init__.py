@@ -1,7 +1,7 @@
-"""The scenario registry: a scenario is one module exposing SCENARIO, listed here in run order."""
+"""The scenario registry: each module exposes SCENARIO (delivery_control two), listed here in run order."""
 
 from bench.scenario import Scenario
-from bench.scenarios import accept, dispatch, embedded, inbound, listing, purge, submission
+from bench.scenarios import accept, delivery_control, dispatch, embedded, inbound, listing, purge, submission
 
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
@@ -13,5 +13,7 @@ SCENARIOS: dict[str, Scenario] = {
         embedded.SCENARIO,
         submission.SCENARIO,
         purge.SCENARIO,
+        delivery_control.FAIRNESS,
+        delivery_control.RELAY,
     ]
 }

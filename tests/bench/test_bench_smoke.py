@@ -22,7 +22,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         env={key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "DJANGO_"))},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=420,
     )
 
     assert done.returncode == 0, done.stderr[-3000:]
@@ -35,6 +35,8 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         "## 5. Embedded default",
         "## 6. Submission",
         "## 7. Retention purge",
+        "## 8. Fairness across domains",
+        "## 9. Relay rate",
     )
     for heading in headings:
         assert heading in results
@@ -43,5 +45,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert "run_submission_smtp / bare aiosmtpd with TLS" in results and "p99 during purge / unloaded" in results
     # At this size the planner may take any plan; bench/results/retention-purge.md shows the index at 1 000 000 rows.
     assert "EXPLAIN (ANALYZE, BUFFERS) of the query that finds one purge batch" in results
+    assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
     plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "submission.png"}
+    plots |= {"fairness.png", "relay.png"}
     assert {path.name for path in tmp_path.glob("*.png")} == plots

@@ -51,7 +51,8 @@ def test_support_cannot_see_or_create_api_keys_or_add_domains(support, url):
 
 
 def test_support_cannot_change_a_domain(support, domain):
-    response = support.post(f"/admin/domains/domain/{domain.pk}/change/", {"daily_allowance": "5"})
+    form = {"daily_allowance": "5", "dispatch_weight": "1"}
+    response = support.post(f"/admin/domains/domain/{domain.pk}/change/", form)
 
     assert response.status_code == 403
     domain.refresh_from_db()

@@ -11,6 +11,7 @@ from domains.models import DailyUsage, DkimKeyState, Domain, SendingControl
 from domains.services import sending_pause
 from mailservice.encryption import decrypt_secret
 from messaging.models import Status
+from messaging.relay_limits import relay_slow_down
 from tests.factories import DomainFactory, MessageFactory, _shared_dkim_key_pair
 
 pytestmark = pytest.mark.django_db
@@ -161,16 +162,35 @@ def test_mark_verified_refuses_a_get(operator):
     assert not domain.verified
 
 
-def test_the_allowance_is_editable(operator, domain):
-    response = operator.post(f"{LIST}{domain.pk}/change/", {"daily_allowance": "250"})
+def test_the_allowance_and_the_dispatch_weight_are_editable(operator, domain):
+    response = operator.post(f"{LIST}{domain.pk}/change/", {"daily_allowance": "250", "dispatch_weight": "3"})
 
     assert response.status_code == 302
     domain.refresh_from_db()
-    assert domain.daily_allowance == 250
+    assert (domain.daily_allowance, domain.dispatch_weight) == (250, 3)
+
+
+@pytest.mark.parametrize("weight", ["0", "101", ""])
+def test_a_dispatch_weight_out_of_range_is_a_form_error(operator, domain, weight):
+    response = operator.post(f"{LIST}{domain.pk}/change/", {"daily_allowance": "", "dispatch_weight": weight})
+
+    assert response.status_code == 200
+    assert b"errorlist" in response.content
+
+
+def test_the_list_shows_the_relay_rate_in_force_and_why(operator, settings):
+    settings.MAILSERVICE_RELAY_RATE = 40.0
+    assert "Relay rate: 40.0 messages/s." in operator.get(LIST).content.decode()
+
+    relay_slow_down(reply="421 4.7.0 Too many connections")
+
+    banner = re.search(r'<small id="relay-rate">(.*?)</small>', operator.get(LIST).content.decode()).group(1)
+    assert "Relay rate: 2" in banner and "configured 40.0 messages/s" in banner
+    assert "421 4.7.0 Too many connections" in banner
 
 
 def test_a_negative_allowance_is_a_form_error(operator, domain):
-    response = operator.post(f"{LIST}{domain.pk}/change/", {"daily_allowance": "-1"})
+    response = operator.post(f"{LIST}{domain.pk}/change/", {"daily_allowance": "-1", "dispatch_weight": "1"})
 
     assert response.status_code == 200
     assert b"errorlist" in response.content
@@ -180,7 +200,7 @@ def test_a_negative_allowance_is_a_form_error(operator, domain):
 def test_the_retention_is_editable_and_empty_means_the_default(operator, domain, entered, kept):
     domain.retention_days = 90
     domain.save()
-    response = operator.post(f"{LIST}{domain.pk}/change/", {"retention_days": entered})
+    response = operator.post(f"{LIST}{domain.pk}/change/", {"retention_days": entered, "dispatch_weight": "1"})
 
     assert response.status_code == 302
     domain.refresh_from_db()
