@@ -2,11 +2,8 @@
 clients do not stall it, deeply nested JSON is a 400, chunked bodies are read (and bounded)."""
 
 import json
-import os
 import shlex
-import signal
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,39 +13,16 @@ import httpx
 import pytest
 
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.harness import BIN, LOG_DIR, ROOT, answers_http, child_env, free_port, wait_until, web_server
+from tests.harness import procfile_web, procfile_web_line, wait_until, web_server
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
-
-
-def procfile_web_line() -> str:
-    lines = (ROOT / "Procfile").read_text().splitlines()
-    return next(line.partition(":")[2].strip() for line in lines if line.startswith("web:"))
 
 
 @pytest.fixture(scope="module")
 def procfile_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
     """The Procfile's web line, run by a shell as honcho runs it, on a free $PORT."""
-    port = free_port()
-    env = child_env(PORT=str(port), PATH=f"{BIN}:{os.environ['PATH']}", WEB_CONCURRENCY="2")
-    log = open(LOG_DIR / f"procfile-web-{port}.log", "w")  # noqa: SIM115 - lives as long as the process
-    with django_db_blocker.unblock():
-        process = subprocess.Popen(
-            ["/bin/sh", "-c", f"exec {procfile_web_line()}"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            url = f"http://127.0.0.1:{port}"
-            wait_until(lambda: answers_http(f"{url}/v1/openapi.json"), timeout=60, message=f"Procfile web ({log.name})")
-            yield url
-        finally:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=30)
-            log.close()
+    with django_db_blocker.unblock(), procfile_web() as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture

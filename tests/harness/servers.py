@@ -17,7 +17,7 @@ import httpx
 import redis
 
 from tests.harness.env import child_env
-from tests.harness.process import BIN, LOG_DIR, ChildProcess, free_port
+from tests.harness.process import BIN, LOG_DIR, ROOT, ChildProcess, free_port
 from tests.harness.smtp import serves_smtp
 
 
@@ -288,3 +288,27 @@ def submission_smtp_server(*, implicit_tls: bool = False, **env: str) -> Iterato
         [*command, *(["--implicit-tls"] if implicit_tls else [])], name="submission", ready=ready, env=env
     ) as child:
         yield child.port
+
+
+def procfile_web_line() -> str:
+    """The Procfile's `web` command, as honcho would run it."""
+    lines = (ROOT / "Procfile").read_text().splitlines()
+    return next(line.partition(":")[2].strip() for line in lines if line.startswith("web:"))
+
+
+@contextmanager
+def procfile_web(**env: str) -> Iterator[int]:
+    """The Procfile's web line run by a shell, as honcho runs it (`make start`: the venv's commands on
+    PATH), on a free $PORT; yields the port."""
+    port = free_port()
+    environment = child_env(**{"WEB_CONCURRENCY": "2", **env}, PORT=str(port), PATH=f"{BIN}:{os.environ['PATH']}")
+    child = ChildProcess(
+        ["/bin/sh", "-c", f"exec {procfile_web_line()}"],
+        name="procfile-web",
+        env=environment,
+        ready=lambda: answers_http(f"http://127.0.0.1:{port}/healthz"),
+        ready_timeout=60,
+        log_path=LOG_DIR / f"procfile-web-{port}.log",
+    )
+    with running(child):
+        yield port

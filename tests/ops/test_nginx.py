@@ -4,8 +4,6 @@ Debian's nginx (`apt-get install nginx-light`; .ci/run installs it) runs the shi
 only its ports, certificate paths and upstream port changed, on loopback.
 """
 
-import datetime
-import ipaddress
 import os
 import random
 import re
@@ -17,13 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.harness import BIN, ROOT, child_env, free_port, wait_until
+from tests.harness import ROOT, answers_http, free_port, procfile_web, self_signed_certificate, wait_until
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -31,76 +25,10 @@ NGINX = Path(os.environ.get("NGINX", "/usr/sbin/nginx"))
 SITE = ROOT / "deploy" / "nginx" / "mailservice.conf"
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
-def _procfile_web_command(port: int) -> str:
-    line = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith("web:"))
-    return re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", line.removeprefix("web:").strip())
-
-
-@contextmanager
-def procfile_web(**env: str) -> Iterator[int]:
-    """The Procfile's web command as honcho runs it (`make start`: the venv's commands on PATH)."""
-    port = free_port()
-    log_path = ROOT / "var" / f"procfile-web-{port}.log"
-    environment = child_env(**env, PORT=str(port), PATH=f"{BIN}:{os.environ['PATH']}")
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            ["bash", "-c", "exec " + _procfile_web_command(port)],
-            cwd=ROOT,
-            env=environment,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        wait_until(
-            lambda: process.poll() is None and _answers(f"http://127.0.0.1:{port}/healthz"),
-            timeout=30,
-            message=f"the Procfile's web command on {port} (log: {log_path})",
-        )
-        yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code < 500
-    except httpx.HTTPError:
-        return False
-
-
 @contextmanager
 def nginx_site(tmp_path: Path, *, upstream_port: int) -> Iterator[tuple[int, int, Path]]:
     """The shipped site, ports and certificate paths substituted; yields (http port, https port, cert)."""
-    cert, key = _self_signed(tmp_path)
+    cert, key = self_signed_certificate(tmp_path)
     http_port, https_port = free_port(), free_port()
     site = SITE.read_text()
     site = re.sub(r"^\s*listen \[::\].*\n", "", site, flags=re.MULTILINE)
@@ -123,7 +51,7 @@ def nginx_site(tmp_path: Path, *, upstream_port: int) -> Iterator[tuple[int, int
     assert check.returncode == 0, check.stderr
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        wait_until(lambda: _answers(f"http://127.0.0.1:{http_port}/"), timeout=15, message="nginx")
+        wait_until(lambda: answers_http(f"http://127.0.0.1:{http_port}/"), timeout=15, message="nginx")
         yield http_port, https_port, cert
     finally:
         process.terminate()
