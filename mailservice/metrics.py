@@ -22,7 +22,9 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
 
 from domains.models import Domain, SendingControl
+from messaging.relay_limits import relay_rate_status
 from messaging.selectors import queue_state
+from webhooks.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 MESSAGES = Counter(
     "mailservice_messages",
@@ -39,13 +41,19 @@ RELAY_REPLIES = Counter(
 )
 BOUNCES = Counter(
     "mailservice_bounces",
-    "Bounces: smtp (the relay refused the message with 5xx) or report (a bounce report came back to the return path)",
+    "Bounces per recipient: smtp (the relay refused it with 5xx), report (a hard bounce report came back to the"
+    " return path) or report_soft (a relay gave up on a temporary failure)",
     ["domain", "type"],
 )
 COMPLAINTS = Counter("mailservice_complaints", "Complaints (ARF feedback reports) about sent messages", ["domain"])
 INBOUND = Counter(
     "mailservice_inbound_messages",
     "Inbound SMTP: transactions stored (mail or reports), refused or failed (451), and recipients refused at RCPT",
+    ["outcome"],
+)
+WEBHOOK_DELIVERIES = Counter(
+    "mailservice_webhook_deliveries",
+    "Webhook requests: succeeded (2xx), retry (failed, tried again later) or failed (given up)",
     ["outcome"],
 )
 ACCEPT_SECONDS = Histogram(
@@ -85,14 +93,12 @@ def dispatch_recorded(*, domain: str, status: str, accepted_at: datetime) -> Non
             BOUNCES.labels(domain=domain, type="smtp").inc()
 
 
-def report_applied(*, domain: str, status: str, changed: bool) -> None:
-    """A bounce or complaint report about a sent message; `changed`: it moved the message to `status`."""
-    if status == "bounced":
-        BOUNCES.labels(domain=domain, type="report").inc()
-    else:
+def report_recorded(*, domain: str, outcome: str) -> None:
+    """One recipient's bounce or complaint from a report (messaging/inbound: bounce, soft_bounce, complaint)."""
+    if outcome == "complaint":
         COMPLAINTS.labels(domain=domain).inc()
-    if changed:
-        message_status(domain=domain, status=status)
+    elif outcome in ("bounce", "soft_bounce"):
+        BOUNCES.labels(domain=domain, type="report" if outcome == "bounce" else "report_soft").inc()
 
 
 def message_delivered(*, domain: str, accepted_at: datetime) -> None:
@@ -104,7 +110,8 @@ class ScrapeCollector(Collector):
     """The queue and the sending switches, read when /metrics is scraped.
 
     Two queries on the queue's partial index (`message_pending_idx`: accepted messages by
-    next_attempt_at) and one each on the domains and the global switch.
+    next_attempt_at), one each on the domains and the global switch, two on the webhook tables
+    (the pending count is served by the deliveries' partial index), and the shared relay rate (Redis).
     """
 
     def collect(self) -> Iterator[Metric]:
@@ -137,6 +144,22 @@ class ScrapeCollector(Collector):
         limits.add_metric(["bounce"], settings.MAILSERVICE_BOUNCE_RATE_LIMIT)
         limits.add_metric(["complaint"], settings.MAILSERVICE_COMPLAINT_RATE_LIMIT)
         yield limits
+        yield GaugeMetricFamily(
+            "mailservice_webhook_backlog",
+            "Webhook deliveries waiting to be sent (new or to be retried)",
+            WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING).count(),
+        )
+        yield GaugeMetricFamily(
+            "mailservice_webhook_endpoints_disabled",
+            "Webhook endpoints disabled after 5 days of failures",
+            WebhookEndpoint.objects.filter(enabled=False).count(),
+        )
+        effective = relay_rate_status()["effective"]
+        yield GaugeMetricFamily(
+            "mailservice_relay_rate",
+            "The relay rate in force for the fleet, messages per second (+Inf: unlimited)",
+            float("inf") if effective is None else float(effective),
+        )
 
 
 def exposition() -> bytes:

@@ -23,6 +23,7 @@ from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from domains.models import Domain
+from mailservice import metrics
 from mailservice.encryption import decrypt_secret, encrypt_secret
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.ids import public_id
@@ -273,6 +274,8 @@ def _record(delivery: WebhookDelivery, result: AttemptResult) -> bool:
         mine = WebhookDelivery.objects.filter(pk=delivery.pk, lease_expires_at=delivery.lease_expires_at)
         if mine.update(**fields) != 1:
             return False
+        outcome = "succeeded" if result.succeeded else fields.get("status", "retry")
+        metrics.WEBHOOK_DELIVERIES.labels(outcome=str(outcome)).inc()
         if result.succeeded:
             endpoint.filter(failing_since__isnull=False).update(failing_since=None, updated_at=now)
         else:

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from domains.models import Domain
 from domains.safeguards import safeguard_check
+from mailservice import metrics
 from mailservice.mailbox import InvalidAddress, canonical_domain, parse_address
 from messaging import sql
 from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
@@ -260,6 +261,7 @@ def _apply(*, message: Message, address: str, recipient: RecipientReport) -> boo
         status_code=recipient.status[:16],
         feedback_type=recipient.feedback_type[:32],
     )
+    metrics.report_recorded(domain=message.domain.name, outcome=recipient.outcome)
     if recipient.outcome in _SUPPRESSION_REASON:
         suppression_add(
             domain=message.domain,
@@ -317,7 +319,8 @@ def _status_from_recipients(message: Message) -> None:
         status, before = Status.BOUNCED, [Status.ACCEPTED, Status.DELIVERED]
     else:
         return
-    Message.objects.filter(pk=message.pk, status__in=before).update(status=status, updated_at=timezone.now())
+    if Message.objects.filter(pk=message.pk, status__in=before).update(status=status, updated_at=timezone.now()):
+        metrics.message_status(domain=message.domain.name, status=status)
 
 
 def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, report_address: str, raw: bytes) -> None:
