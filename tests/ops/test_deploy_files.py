@@ -51,3 +51,14 @@ def test_the_alerts_cover_the_queue_the_relay_and_the_pause_thresholds():
         "MailserviceBounceRateNearPause",
         "MailserviceComplaintRateNearPause",
     } <= alerts
+
+
+def test_every_procfile_process_has_a_systemd_unit_running_the_same_program():
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, command = line.partition(":")
+        unit = (DEPLOY / "systemd" / f"mailservice-{name}.service").read_text()
+        program = next(word for word in command.split() if "=" not in word)  # past any VAR=value prefix
+        exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+        assert program in exec_start, (name, program, exec_start)
