@@ -53,7 +53,8 @@ class ConsoleModelAdmin(admin.ModelAdmin):
                 allowed.add(str(entry.parameter_name))
                 continue
             path = str(entry[0] if isinstance(entry, (tuple, list)) else entry)
-            allowed.update(f"{path}__{lookup}" for lookup in _FILTER_LOOKUPS)
+            # The bare field name is its exact lookup (links such as ?status=failed use it).
+            allowed.update([path, *(f"{path}__{lookup}" for lookup in _FILTER_LOOKUPS)])
             field: Any = get_fields_from_path(self.model, path)[-1]
             if field.is_relation:
                 allowed.add(f"{path}__{field.target_field.name}__exact")

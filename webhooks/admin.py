@@ -11,7 +11,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from mailservice.console import adopt
+from mailservice.console import ConsoleModelAdmin, adopt, console_time
 from mailservice.errors import ValidationFailed
 from webhooks.models import EventType, WebhookDelivery, WebhookEndpoint
 from webhooks.services import deliveries_resend, endpoint_create, endpoint_enable, endpoint_rotate_secret
@@ -57,7 +57,7 @@ def _secret_page(request: HttpRequest, endpoint: WebhookEndpoint, secret: str, *
 
 
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(admin.ModelAdmin):
+class WebhookEndpointAdmin(ConsoleModelAdmin):
     list_display = ["public_id", "domain", "url", "events", "state", "failing_since", "created_at"]
     list_filter = ["enabled", "domain"]
     list_select_related = ["domain"]
@@ -90,7 +90,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
             "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             (
                 (
-                    f"{d.created_at:%Y-%m-%d %H:%M:%S}",
+                    console_time(d.created_at),
                     d.event_type,
                     d.event_id,
                     d.status,
@@ -157,7 +157,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(ConsoleModelAdmin):
     list_display = [
         "created_at",
         "endpoint",
