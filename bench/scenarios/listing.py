@@ -29,7 +29,7 @@ FIRST_PAGE = "list, first page"
 HALFWAY = "list, a page halfway down the cursor chain"
 _COLUMNS = (
     'public_id, domain_id, direction, status, from_address, "to", cc, bcc, reply_to, subject, text, html, '
-    "attempts, last_error, message_id_header, envelope_from, created_at, updated_at"
+    "attempts, last_error, message_id_header, envelope_from, is_test, created_at, updated_at"
 )
 _BLOCK = 50_000  # rows per COPY write: big enough that Python's per-call cost vanishes
 
@@ -57,7 +57,7 @@ def _copy_messages(*, domain_id: int, domain_name: str, count: int, origin: date
                 created = (origin - timedelta(seconds=i)).isoformat()
                 lines.append(
                     f"msg_{secrets.token_hex(12)}\t{domain_id}\t{received if i % 10 == 0 else sent}\t"
-                    f"Order {i}\tYour order {i} has shipped.\t\\N\t0\t\t\t\t{created}\t{created}\n"
+                    f"Order {i}\tYour order {i} has shipped.\t\\N\t0\t\t\t\tf\t{created}\t{created}\n"
                 )
             copy.write("".join(lines))
 

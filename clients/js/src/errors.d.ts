@@ -30,6 +30,8 @@ export class AuthenticationError extends MailServiceError {}
 export class PermissionDeniedError extends MailServiceError {}
 export class NotFoundError extends MailServiceError {}
 export class MethodNotAllowedError extends MailServiceError {}
+/** 409: `IdempotencyKeyReused` or `IdempotencyKeyInFlight`. */
+export class ConflictError extends MailServiceError {}
 export class RequestTooLargeError extends MailServiceError {}
 export class InternalServerError extends MailServiceError {}
 /** `SendingPaused` only: an operator or a safeguard paused sending. */

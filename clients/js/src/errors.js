@@ -57,6 +57,8 @@ export class AuthenticationError extends MailServiceError {}
 export class PermissionDeniedError extends MailServiceError {}
 export class NotFoundError extends MailServiceError {}
 export class MethodNotAllowedError extends MailServiceError {}
+/** HTTP 409: the Idempotency-Key was used with another body, or its first request is still being processed. */
+export class ConflictError extends MailServiceError {}
 export class RequestTooLargeError extends MailServiceError {}
 /** HTTP 500: the service failed unexpectedly; quote `requestId` when asking for help. */
 export class InternalServerError extends MailServiceError {}
@@ -93,6 +95,8 @@ const BY_CODE = {
   Forbidden: PermissionDeniedError,
   NotFound: NotFoundError,
   MethodNotAllowed: MethodNotAllowedError,
+  IdempotencyKeyReused: ConflictError,
+  IdempotencyKeyInFlight: ConflictError,
   RequestTooLarge: RequestTooLargeError,
   RateLimited: RateLimitError,
   AllowanceExhausted: RateLimitError,
@@ -112,6 +116,7 @@ const BY_STATUS = {
   403: PermissionDeniedError,
   404: NotFoundError,
   405: MethodNotAllowedError,
+  409: ConflictError,
   413: RequestTooLargeError,
   429: RateLimitError,
   500: InternalServerError,

@@ -78,6 +78,11 @@ class MethodNotAllowedError(MailServiceError):
     """HTTP 405."""
 
 
+class ConflictError(MailServiceError):
+    """HTTP 409: the `Idempotency-Key` was used with another body (`IdempotencyKeyReused`) or its first
+    request is still being processed (`IdempotencyKeyInFlight`: retry shortly with the same key)."""
+
+
 class RequestTooLargeError(MailServiceError):
     """HTTP 413."""
 
@@ -120,6 +125,8 @@ _BY_CODE: dict[str, type[MailServiceError]] = {
     "Forbidden": PermissionDeniedError,
     "NotFound": NotFoundError,
     "MethodNotAllowed": MethodNotAllowedError,
+    "IdempotencyKeyReused": ConflictError,
+    "IdempotencyKeyInFlight": ConflictError,
     "RequestTooLarge": RequestTooLargeError,
     "RateLimited": RateLimitError,
     "AllowanceExhausted": RateLimitError,
@@ -136,6 +143,7 @@ _BY_STATUS: dict[int, type[MailServiceError]] = {
     403: PermissionDeniedError,
     404: NotFoundError,
     405: MethodNotAllowedError,
+    409: ConflictError,
     413: RequestTooLargeError,
     429: RateLimitError,
     500: InternalServerError,
