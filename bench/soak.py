@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -379,6 +380,8 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
             DATABASE_URL=cluster.create_database("mailservice"),
             REDIS_URL=redis.url,
             SECRET_KEY=os.environ.get("SECRET_KEY") or "soak-only-secret-key-not-for-production-0123456789",
+            # A throwaway key for the throwaway cluster's DKIM keys.
+            MAILSERVICE_ENCRYPTION_KEYS=os.environ.get("MAILSERVICE_ENCRYPTION_KEYS") or Fernet.generate_key().decode(),
             DJANGO_SETTINGS_MODULE="config.settings",
         )
         import django

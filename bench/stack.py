@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
+from cryptography.fernet import Fernet
+
 if TYPE_CHECKING:
     from tests.harness import ChildServer
 
@@ -56,6 +58,8 @@ def configure_django(services: Services) -> None:
         REDIS_URL=services.redis_url,
         DEBUG="false",
         SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50),
+        # The bench's database is thrown away after the run, and so is the key its DKIM keys are encrypted with.
+        MAILSERVICE_ENCRYPTION_KEYS=os.environ.get("MAILSERVICE_ENCRYPTION_KEYS") or Fernet.generate_key().decode(),
     )
     import django
 
