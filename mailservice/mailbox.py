@@ -170,3 +170,13 @@ def parse_address(value: str) -> Address:
     if domain.startswith("[") and domain.endswith("]"):
         return Address(local=_parse_local(local), domain=_address_literal(domain))
     return Address(local=_parse_local(local), domain=canonical_domain(domain))
+
+
+def comparison_key(value: str) -> str:
+    """The form addresses are compared under everywhere (`Address.key`): suppressions, reports, the
+    console's recipient outcomes. One with no faithful form (stored before the API refused it, or
+    named by a report) is compared lower-cased."""
+    try:
+        return parse_address(value).key
+    except InvalidAddress:
+        return value.strip().lower()

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from domains.models import Domain
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
-from mailservice.mailbox import address_of
+from mailservice.mailbox import comparison_key
 from messaging.inbound.parsing import attachment_parts, decode_header_value, parse_bytes, part_bytes, storable
 from messaging.models import DailyMessageCount, Direction, EventType, Message, Status
 
@@ -179,8 +179,9 @@ def recipient_outcomes(*, message: Message) -> list[RecipientOutcome]:
     events = [event for event in history if event.recipient]
     deferred = message.status == Status.ACCEPTED and any(event.type == EventType.DEFERRED for event in history)
     outcomes = []
-    for address in dict.fromkeys(address_of(mailbox).lower() for mailbox in message.to + message.cc + message.bcc):
-        mine = [event for event in events if event.recipient.lower() == address]
+    mailboxes = (message.envelope_recipients or []) if message.submitted else message.to + message.cc + message.bcc
+    for address in dict.fromkeys(comparison_key(mailbox) for mailbox in mailboxes):
+        mine = [event for event in events if comparison_key(event.recipient) == address]
         decisive = next((e for kind in _DECISIVE for e in reversed(mine) if e.type == kind), None)
         if decisive is not None:
             outcome = RecipientOutcome(

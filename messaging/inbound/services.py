@@ -33,7 +33,7 @@ from django.utils import timezone
 from domains.models import Domain
 from domains.safeguards import safeguard_check
 from mailservice import metrics
-from mailservice.mailbox import InvalidAddress, canonical_domain, parse_address
+from mailservice.mailbox import InvalidAddress, canonical_domain, comparison_key, parse_address
 from messaging import sql
 from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
@@ -207,27 +207,21 @@ def _reported_message(*, verp: VerpId, original_message_id: str) -> Message | No
 
 
 def _recipients_of(message: Message) -> list[str]:
-    """The recipients' suppression keys (`Address.key`, each once), the form reports are compared under."""
+    """The envelope recipients' suppression keys (`Address.key`, each once), the form reports are
+    compared under: To, Cc and Bcc, or a submission's own envelope."""
     recipients = []
-    for mailbox in message.to + message.cc + message.bcc:
+    mailboxes = (message.envelope_recipients or []) if message.submitted else message.to + message.cc + message.bcc
+    for mailbox in mailboxes:
         with suppress(InvalidAddress):  # stored before the API refused it: never sent, never reported
             recipients.append(parse_address(mailbox).key)
     return list(dict.fromkeys(recipients))
 
 
-def _recipient_key(address: str) -> str:
-    """A reported or recorded address in the form recipients are compared under (`Address.key`)."""
-    try:
-        return parse_address(address).key
-    except InvalidAddress:
-        return address.lower()
-
-
 def _affected_recipient(recipients: list[str], reported: str) -> str | None:
     """The recipient a report's address is about: itself if it was one, the only recipient when the
     report redacts the address (as AOL's feedback loop does), else None."""
-    if reported and _recipient_key(reported) in recipients:
-        return _recipient_key(reported)
+    if reported and comparison_key(reported) in recipients:
+        return comparison_key(reported)
     if not reported and len(recipients) == 1:
         return recipients[0]
     return None
@@ -311,7 +305,7 @@ def _status_from_recipients(message: Message) -> None:
     recipients = _recipients_of(message)
     outcomes = message.events.filter(recipient__gt="").values_list("type", "recipient")
     complained = any(kind == EventType.COMPLAINED for kind, _ in outcomes)
-    undelivered = {_recipient_key(address) for kind, address in outcomes if kind in _UNDELIVERED}
+    undelivered = {comparison_key(address) for kind, address in outcomes if kind in _UNDELIVERED}
     hard_bounced = any(kind == EventType.BOUNCED for kind, _ in outcomes)
     if complained:
         status, before = Status.COMPLAINED, [Status.ACCEPTED, Status.DELIVERED, Status.BOUNCED]
