@@ -115,8 +115,7 @@ def _recipients(message: Message) -> dict[str, str]:
     Both come from the one parse of each address (`Address.key`, `Address.wire`), so no spelling
     of a suppressed address reaches the relay."""
     recipients: dict[str, str] = {}
-    mailboxes = (message.envelope_recipients or []) if message.submitted else [*message.to, *message.cc, *message.bcc]
-    for mailbox in mailboxes:
+    for mailbox in message.envelope_mailboxes:
         address = parsed_address(mailbox)
         recipients.setdefault(address.key, address.wire)
     return recipients

@@ -96,6 +96,13 @@ class Message(models.Model):
         """Submitted over SMTP: dispatched as its stored MIME rather than rendered from the fields."""
         return self.envelope_recipients is not None
 
+    @property
+    def envelope_mailboxes(self) -> list[str]:
+        """Who the message goes to: a submission's own envelope, else To, Cc and Bcc."""
+        if self.envelope_recipients is not None:
+            return list(self.envelope_recipients)
+        return [*self.to, *self.cc, *self.bcc]
+
 
 class EventType(models.TextChoices):
     ACCEPTED = "accepted"

@@ -178,10 +178,10 @@ def recipient_outcomes(*, message: Message) -> list[RecipientOutcome]:
     history = list(message.events.all())
     events = [event for event in history if event.recipient]
     deferred = message.status == Status.ACCEPTED and any(event.type == EventType.DEFERRED for event in history)
+    keyed = [(comparison_key(event.recipient), event) for event in events]  # each event's address parsed once
     outcomes = []
-    mailboxes = (message.envelope_recipients or []) if message.submitted else message.to + message.cc + message.bcc
-    for address in dict.fromkeys(comparison_key(mailbox) for mailbox in mailboxes):
-        mine = [event for event in events if comparison_key(event.recipient) == address]
+    for address in dict.fromkeys(comparison_key(mailbox) for mailbox in message.envelope_mailboxes):
+        mine = [event for key, event in keyed if key == address]
         decisive = next((e for kind in _DECISIVE for e in reversed(mine) if e.type == kind), None)
         if decisive is not None:
             outcome = RecipientOutcome(

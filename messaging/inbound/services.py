@@ -210,8 +210,7 @@ def _recipients_of(message: Message) -> list[str]:
     """The envelope recipients' suppression keys (`Address.key`, each once), the form reports are
     compared under: To, Cc and Bcc, or a submission's own envelope."""
     recipients = []
-    mailboxes = (message.envelope_recipients or []) if message.submitted else message.to + message.cc + message.bcc
-    for mailbox in mailboxes:
+    for mailbox in message.envelope_mailboxes:
         with suppress(InvalidAddress):  # stored before the API refused it: never sent, never reported
             recipients.append(parse_address(mailbox).key)
     return list(dict.fromkeys(recipients))
