@@ -1,7 +1,9 @@
-"""Bench-only URLconf (selected by bench/ceiling_settings.py): the framework ceiling of POST /v1/send.
+"""Bench-only URLconf (selected by bench/ceiling_settings.py): the two framework ceilings of POST /v1/send.
 
-The same middleware, the real key authentication and send permission, then a constant answer:
-what the server stack costs before the product does any work. Never routed in production.
+Both run behind the same middleware as the product (rate limit counter in Redis included) and answer
+a constant: `/v1/send` after the real key authentication and send permission (the authenticated
+ceiling), `/v1/bare` with neither (the bare framework ceiling: what Django, DRF and the server stack
+cost before the product does any work). Never routed in production.
 """
 
 from django.urls import path
@@ -23,4 +25,12 @@ class CeilingSendView(APIView):
         return Response(CONSTANT)
 
 
-urlpatterns = [path("v1/send", CeilingSendView.as_view())]
+class BareCeilingView(APIView):
+    authentication_classes: list = []
+    permission_classes: list = []
+
+    def post(self, request: Request) -> Response:
+        return Response(CONSTANT)
+
+
+urlpatterns = [path("v1/send", CeilingSendView.as_view()), path("v1/bare", BareCeilingView.as_view())]
