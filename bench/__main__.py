@@ -11,6 +11,7 @@ and REDIS_URL (the Redis database the bench servers may use).
 import argparse
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from bench.scenarios import SCENARIOS
@@ -64,7 +65,13 @@ def main(argv: list[str]) -> int:
         sections = []
         for scenario in chosen:
             print(f"bench: {scenario.name} …", file=sys.stderr, flush=True)
-            sections += scenario.run(_arguments_for(scenario, args), Context(services=services, output=output))
+            started = time.monotonic()
+            produced = scenario.run(_arguments_for(scenario, args), Context(services=services, output=output))
+            took = time.monotonic() - started
+            for section in produced:
+                section.took = f"{took:.0f} s (scenario `{scenario.name}`, set-up included)"
+            print(f"bench: {scenario.name} took {took:.0f} s", file=sys.stderr, flush=True)
+            sections += produced
     command = "python -m bench " + shlex.join(argv)
     write_results(output / "latest.md", command=command, machine_info=machine_info, sections=sections)
     print((output / "latest.md").read_text())

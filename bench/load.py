@@ -45,6 +45,7 @@ class LoadResult:
     statuses: Counter = field(default_factory=Counter)
     seconds: float = 0.0  # wall time the load ran
     client_cpu: list[float] = field(default_factory=list)  # per generator process, CPU seconds / wall seconds
+    server_cpu: float = 0.0  # CPU seconds the server's processes used meanwhile, when the caller measured it
 
     @property
     def ok(self) -> int:
@@ -58,6 +59,16 @@ class LoadResult:
     def throughput(self) -> float:
         """Successful requests per second."""
         return self.ok / max(self.seconds, 1e-9)
+
+    @property
+    def server_cpu_ms(self) -> float:
+        """The server's CPU milliseconds per successful request."""
+        return self.server_cpu * 1000 / max(self.ok, 1)
+
+    @property
+    def per_core(self) -> float:
+        """Successful requests per CPU second of the server: its requests per second on one core."""
+        return self.ok / max(self.server_cpu, 1e-9)
 
     def percentile_ms(self, q: float) -> float:
         """Nearest-rank percentile of the successful requests' latency, in milliseconds."""
@@ -73,6 +84,7 @@ class LoadResult:
         self.statuses += other.statuses
         self.seconds = max(self.seconds, other.seconds) if concurrent else self.seconds + other.seconds
         self.client_cpu += other.client_cpu
+        self.server_cpu += other.server_cpu
 
     def describe_errors(self) -> str:
         failed = {status: count for status, count in self.statuses.items() if not 200 <= status < 300}

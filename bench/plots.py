@@ -21,26 +21,22 @@ def _bars(axis, labels: list[str], series: dict[str, list[float]], ylabel: str) 
     axis.legend()
 
 
-def accept(path: Path, ceiling: dict[str, LoadResult], send: dict[str, LoadResult], *, title: str) -> str:
-    labels = list(send)
+def accept(path: Path, series: dict[str, dict[str, LoadResult]], *, title: str) -> str:
+    """Throughput and latency of each target (e.g. the ceilings and POST /v1/send) for each body."""
+    labels = list(next(iter(series.values())))
     figure, (throughput, latency) = plt.subplots(1, 2, figsize=(11, 4))
     _bars(
         throughput,
         labels,
-        {"ceiling": [ceiling[n].throughput for n in labels], "POST /v1/send": [send[n].throughput for n in labels]},
+        {target: [results[n].throughput for n in labels] for target, results in series.items()},
         "requests per second",
     )
-    _bars(
-        latency,
-        labels,
-        {
-            "ceiling p50": [ceiling[n].percentile_ms(50) for n in labels],
-            "send p50": [send[n].percentile_ms(50) for n in labels],
-            "ceiling p99": [ceiling[n].percentile_ms(99) for n in labels],
-            "send p99": [send[n].percentile_ms(99) for n in labels],
-        },
-        "latency (ms)",
-    )
+    percentiles = {
+        f"{target} p{q}": [results[n].percentile_ms(q) for n in labels]
+        for q in (50, 99)
+        for target, results in series.items()
+    }
+    _bars(latency, labels, percentiles, "latency (ms)")
     figure.suptitle(title)
     figure.tight_layout()
     figure.savefig(path, dpi=90)

@@ -31,9 +31,12 @@ class Section:
     details: list[str] = field(default_factory=list)  # markdown blocks, e.g. EXPLAIN output
     plots: list[str] = field(default_factory=list)  # file names next to the results file
     failed_requests: int = 0  # a benchmark whose requests fail measured the failure, not the path
+    took: str = ""  # how long the scenario that wrote it ran, set by bench/__main__.py
 
     def markdown(self) -> str:
         lines = [f"## {self.title}", "", self.summary, ""]
+        if self.took:
+            lines += [f"_Ran {self.took}._", ""]
         lines += [_row(self.header), _row(["---"] * len(self.header)), *(_row(row) for row in self.rows), ""]
         if self.ratios:
             lines += ["| ratio | value | goal | met |", "| --- | --- | --- | --- |"]

@@ -9,6 +9,7 @@ import os
 import secrets
 import subprocess
 import sys
+from collections import defaultdict, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -165,3 +166,44 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise BenchError(f"process {pid} has no VmRSS (has it exited?)")
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants, parents before children (a gunicorn master, then its workers)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, IndexError, ValueError):  # exited while we looked
+                continue
+            children[parent].append(int(entry.name))
+    tree, queue = [], deque([pid])
+    while queue:
+        tree.append(current := queue.popleft())
+        queue.extend(children[current])
+    return tree
+
+
+def serving_pid(port: int) -> int:
+    """The bench's own child process started with `port` on its command line (`--port N`, `--bind host:N`):
+    the harness hands back a port or a URL, and /proc is where its CPU time and memory are read."""
+    for pid in process_tree(os.getpid())[1:]:
+        try:
+            arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(argument == str(port).encode() or argument.endswith(f":{port}".encode()) for argument in arguments):
+            return pid
+    raise BenchError(f"no child process of the bench serves port {port}")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by `pid` and its live descendants (a server's master and workers together)."""
+    total = 0.0
+    for member in process_tree(pid):
+        try:
+            total += cpu_seconds(member)
+        except (OSError, IndexError):  # exited while we looked
+            continue
+    return total
