@@ -311,7 +311,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     busiest = max(result.sink_cpu for _, result in rows)
     section.notes += [
         _rss_note(product.rss),
-        f"The workers used {product.worker_cpu * 1000:.1f} ms of CPU per message (all worker processes together).",
+        f"The workers used {product.worker_cpu * 1000:.1f} ms of CPU per message (all worker processes together, "
+        f"/proc): {1 / max(product.worker_cpu, 1e-9):.0f} messages per CPU second, their rate on one core.",
         "The product is timed from the first claim (a message's attempt count moves, polled every 5 ms) to the "
         "last `delivered` event, after the workers sent "
         f"{args.warmup} untimed messages of another domain. django-post-office marks each process's chunk of a "

@@ -12,13 +12,15 @@ import argparse
 import math
 import smtplib
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 from bench import plots
 from bench.report import Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
-from bench.stack import BenchError, discard_sink, server_env
+from bench.stack import BenchError, discard_sink, server_env, serving_pid, tree_cpu_seconds
 
 DOMAIN = "inbound.bench.example"
 SENDER = "customer@example.org"
@@ -38,10 +40,35 @@ class Load:
     errors: int = 0
     seconds: float = 0.0  # wall time, all clients together
     client_cpu: list[float] = field(default_factory=list)  # per client process, CPU seconds / wall seconds
+    server_cpu: float = 0.0  # CPU seconds the server used meanwhile (/proc)
 
     @property
     def rate(self) -> float:
         return self.sent / max(self.seconds, 1e-9)
+
+    def cells(self) -> list[str]:
+        """Messages, seconds, rate, the server's CPU per message and its messages per CPU second, refused."""
+        per_core = self.sent / max(self.server_cpu, 1e-9)
+        cpu_ms = self.server_cpu * 1000 / max(self.sent, 1)
+        return [f"{self.sent:,}", f"{self.seconds:.1f}", f"{self.rate:.0f}", f"{cpu_ms:.2f}", f"{per_core:.0f}"] + [
+            str(self.errors)
+        ]
+
+
+# The table's header for Load.cells, after the server's name.
+HEADER = ["messages", "seconds", "messages/s", "server CPU / message (ms)", "messages/s per core", "refused"]
+CPU_NOTE = (
+    "Server CPU: user + system seconds of the server's process (/proc) over the measured rounds, per accepted "
+    "message; messages/s per core is its inverse, a figure the shared machine's load moves much less than the rate."
+)
+
+
+def measured(pid: int, load: Callable[[], Load]) -> Load:
+    """`load()`, with the CPU seconds the server `pid` used meanwhile."""
+    before = tree_cpu_seconds(pid)
+    result = load()
+    result.server_cpu = tree_cpu_seconds(pid) - before
+    return result
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,6 +113,7 @@ def _load(port: int, total: int, clients: int, offset: int) -> Load:
 def _merge(into: Load, load: Load) -> None:
     into.sent, into.errors, into.seconds = into.sent + load.sent, into.errors + load.errors, into.seconds + load.seconds
     into.client_cpu += load.client_cpu
+    into.server_cpu += load.server_cpu
 
 
 def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
@@ -105,10 +133,11 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     per_round = max(1, args.messages // args.rounds)
     with discard_sink() as sink, inbound_smtp_server(**env) as port:
         _load(port, args.clients * 2, args.clients, 0)  # warm-up: connections, imports, the first queries
-        warmup = args.clients * 2
+        warmup, pid = args.clients * 2, serving_pid(port)
         for i in range(args.rounds):
-            _merge(ceiling, _load(sink.port, per_round, args.clients, 0))
-            _merge(product, _load(port, per_round, args.clients, warmup + i * per_round))
+            _merge(ceiling, measured(sink.pid, partial(_load, sink.port, per_round, args.clients, 0)))
+            offset = warmup + i * per_round
+            _merge(product, measured(pid, partial(_load, port, per_round, args.clients, offset)))
     stored = Message.objects.filter(domain=domain, direction=Direction.RECEIVED).count() - warmup
     if stored != product.sent:
         raise BenchError(f"inbound: the server answered 250 to {product.sent} messages but stored {stored}")
@@ -120,15 +149,15 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
             f"discards, from {args.clients} smtplib client processes, each reusing one connection; "
             f"{per_round * args.rounds:,} messages per server in {args.rounds} alternating rounds."
         ),
-        header=["server", "messages", "seconds", "messages/s", "refused"],
+        header=["server", *HEADER],
     )
     for name, load in (("ceiling: bare aiosmtpd, discards", ceiling), ("run_inbound_smtp", product)):
-        section.rows.append([name, f"{load.sent:,}", f"{load.seconds:.1f}", f"{load.rate:.0f}", str(load.errors)])
+        section.rows.append([name, *load.cells()])
     section.failed_requests = ceiling.errors + product.errors
     ratio = product.rate / ceiling.rate
     section.ratios.append(Ratio("run_inbound_smtp / bare aiosmtpd", ratio, ">= 0.5", ratio >= 0.5))
     busiest = max(ceiling.client_cpu + product.client_cpu)
-    section.notes.append(bottleneck_note("The busiest client process", busiest, hint="; try more --clients."))
+    section.notes += [CPU_NOTE, bottleneck_note("The busiest client process", busiest, hint="; try more --clients.")]
     rates = {"ceiling: bare aiosmtpd": ceiling.rate, "run_inbound_smtp": product.rate}
     section.plots.append(plots.rates(ctx.output / "inbound.png", rates, title="4. Inbound: messages per second"))
     return [section]

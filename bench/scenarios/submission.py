@@ -15,13 +15,14 @@ import ssl
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
 
 from bench import plots
 from bench.report import Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
-from bench.scenarios.inbound import Load, _merge
-from bench.stack import BenchError, discard_sink, server_env
+from bench.scenarios.inbound import CPU_NOTE, HEADER, Load, _merge, measured
+from bench.stack import BenchError, discard_sink, server_env, serving_pid
 
 DOMAIN = "submission.bench.example"
 SENDER = f"app@{DOMAIN}"
@@ -101,9 +102,10 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         with discard_sink(tls=(cert, key)) as sink, submission_smtp_server(**env) as port:
             warmup = args.clients * 2
             _load(port, warmup, args.clients, cert, secret)  # connections, imports, the first queries
+            pid = serving_pid(port)
             for _ in range(args.rounds):
-                _merge(ceiling, _load(sink.port, per_round, args.clients, cert, None))
-                _merge(product, _load(port, per_round, args.clients, cert, secret))
+                _merge(ceiling, measured(sink.pid, partial(_load, sink.port, per_round, args.clients, cert, None)))
+                _merge(product, measured(pid, partial(_load, port, per_round, args.clients, cert, secret)))
     stored = Message.objects.filter(domain=domain, direction=Direction.SENT).count() - warmup
     if stored != product.sent:
         raise BenchError(f"submission: the server answered 250 to {product.sent} messages but stored {stored}")
@@ -116,15 +118,15 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
             f"no AUTH, discards), from {args.clients} smtplib client processes, each reusing one connection; "
             f"{per_round * args.rounds:,} messages per server in {args.rounds} alternating rounds."
         ),
-        header=["server", "messages", "seconds", "messages/s", "refused"],
+        header=["server", *HEADER],
     )
     for name, load in (("ceiling: bare aiosmtpd, STARTTLS, discards", ceiling), ("run_submission_smtp", product)):
-        section.rows.append([name, f"{load.sent:,}", f"{load.seconds:.1f}", f"{load.rate:.0f}", str(load.errors)])
+        section.rows.append([name, *load.cells()])
     section.failed_requests = ceiling.errors + product.errors
     ratio = product.rate / ceiling.rate
     section.ratios.append(Ratio("run_submission_smtp / bare aiosmtpd with TLS", ratio))
     busiest = max(ceiling.client_cpu + product.client_cpu)
-    section.notes.append(bottleneck_note("The busiest client process", busiest, hint="; try more --clients."))
+    section.notes += [CPU_NOTE, bottleneck_note("The busiest client process", busiest, hint="; try more --clients.")]
     rates = {"ceiling: bare aiosmtpd + TLS": ceiling.rate, "run_submission_smtp": product.rate}
     section.plots.append(plots.rates(ctx.output / "submission.png", rates, title="6. Submission: messages per second"))
     return [section]
