@@ -1,7 +1,7 @@
 """The scenario registry: each module exposes SCENARIO (delivery_control two), listed here in run order."""
 
 from bench.scenario import Scenario
-from bench.scenarios import accept, delivery_control, dispatch, embedded, inbound, listing, purge, submission
+from bench.scenarios import accept, delivery_control, dispatch, embedded, inbound, listing, purge, submission, webhooks
 
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
@@ -15,5 +15,6 @@ SCENARIOS: dict[str, Scenario] = {
         purge.SCENARIO,
         delivery_control.FAIRNESS,
         delivery_control.RELAY,
+        webhooks.SCENARIO,
     ]
 }
