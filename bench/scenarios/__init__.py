@@ -1,7 +1,18 @@
 """The scenario registry: each module exposes SCENARIO (delivery_control two), listed here in run order."""
 
 from bench.scenario import Scenario
-from bench.scenarios import accept, delivery_control, dispatch, embedded, inbound, listing, purge, submission, webhooks
+from bench.scenarios import (
+    accept,
+    delivery_control,
+    dispatch,
+    embedded,
+    inbound,
+    listing,
+    memory,
+    purge,
+    submission,
+    webhooks,
+)
 
 SCENARIOS: dict[str, Scenario] = {
     scenario.name: scenario
@@ -16,5 +27,6 @@ SCENARIOS: dict[str, Scenario] = {
         delivery_control.FAIRNESS,
         delivery_control.RELAY,
         webhooks.SCENARIO,
+        memory.SCENARIO,
     ]
 }
