@@ -9,6 +9,7 @@ and REDIS_URL (the Redis database the bench servers may use).
 """
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -60,6 +61,7 @@ def main(argv: list[str]) -> int:
     from bench.report import machine, write_results
     from bench.scenario import Context
 
+    started_all = time.monotonic()
     with postgres_database(services.database_url):
         machine_info = machine()
         sections = []
@@ -68,11 +70,15 @@ def main(argv: list[str]) -> int:
             started = time.monotonic()
             produced = scenario.run(_arguments_for(scenario, args), Context(services=services, output=output))
             took = time.monotonic() - started
+            load = " / ".join(f"{value:.2f}" for value in os.getloadavg())
             for section in produced:
-                section.took = f"{took:.0f} s (scenario `{scenario.name}`, set-up included)"
+                section.took = (
+                    f"{took:.0f} s (scenario `{scenario.name}`, set-up included); load average at its end {load}"
+                )
             print(f"bench: {scenario.name} took {took:.0f} s", file=sys.stderr, flush=True)
             sections += produced
     command = "python -m bench " + shlex.join(argv)
+    machine_info["run time (all scenarios, set-up included)"] = f"{(time.monotonic() - started_all) / 60:.1f} min"
     write_results(output / "latest.md", command=command, machine_info=machine_info, sections=sections)
     print((output / "latest.md").read_text())
     print(f"bench: results in {output / 'latest.md'}", file=sys.stderr)

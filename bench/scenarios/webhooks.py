@@ -63,7 +63,8 @@ class Delivered:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--events", type=int, default=1000, help="events per round (default 1000)")
+    # Small: the webhooks worker delivers tens per second on this 2-core machine (see the section's notes).
+    parser.add_argument("--events", type=int, default=150, help="events per round (default 150)")
     parser.add_argument(
         "--endpoints", type=int, default=4, help="endpoints wanting every event: deliveries per event (default 4)"
     )
@@ -110,7 +111,7 @@ def _product_round(
     cpu_before, rx_before = sum(tree_cpu_seconds(pid) for pid in pids), cpu_seconds(rx_pid)
     started = time.time()
     _insert_events(domain, count)
-    deadline = time.monotonic() + 60 + expected / 10
+    deadline = time.monotonic() + 120 + expected / 2
     while (stats := _stats(receiver))["valid"] < expected:
         if stats["invalid"]:
             raise BenchError(f"webhooks: {stats['invalid']} deliveries had an invalid signature")

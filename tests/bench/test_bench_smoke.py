@@ -37,6 +37,8 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         "## 7. Retention purge",
         "## 8. Fairness across domains",
         "## 9. Relay rate",
+        "## 10. Webhook delivery",
+        "## 11. Memory over many sends",
     )
     for heading in headings:
         assert heading in results
@@ -45,6 +47,8 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert "run_submission_smtp / bare aiosmtpd with TLS" in results and "p99 during purge / unloaded" in results
     # At this size the planner may take any plan; bench/results/retention-purge.md shows the index at 1 000 000 rows.
     assert "EXPLAIN (ANALYZE, BUFFERS) of the query that finds one purge batch" in results
+    assert "send / bare ceiling throughput, 1 recipient" in results and "requests/s per core" in results
+    assert "product / bare httpx loop, deliveries per second" in results and "(flat)" in results
     assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
     plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "submission.png"}
     plots |= {"fairness.png", "relay.png"}
