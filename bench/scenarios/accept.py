@@ -170,7 +170,8 @@ def section(run: AcceptRun, args: argparse.Namespace, *, title: str, summary: st
         f"open loop: {args.open_seconds} s at a fixed arrival rate, latency counted from the scheduled start.",
         "Server CPU: user + system seconds of the gunicorn master and workers (/proc) over each measurement, per "
         "successful request; requests/s per core is its inverse. The goal is on throughput (send / bare); the CPU "
-        "ratio says the same with the shared machine's load taken out.",
+        "ratio is the steadier figure on a shared machine, but it leaves out the time PostgreSQL and Redis spend, "
+        "which the send path has more of than the ceilings.",
         f"The busiest load generator process used {busiest:.0%} of a core: "
         + (
             "it was not the bottleneck."

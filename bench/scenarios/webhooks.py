@@ -19,6 +19,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 
 import httpx
 
@@ -105,7 +106,7 @@ def _insert_events(domain, count: int) -> None:
 
 
 def _product_round(
-    count: int, expected: int, receiver: httpx.Client, *, keys: list[str], domain, pids: list[int], rx_pid: int
+    count: int, expected: int, *, receiver: httpx.Client, keys: list[str], domain, pids: list[int], rx_pid: int
 ) -> Delivered:
     receiver.post("/configure", json=keys).raise_for_status()
     cpu_before, rx_before = sum(tree_cpu_seconds(pid) for pid in pids), cpu_seconds(rx_pid)
@@ -225,11 +226,11 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
             message="the Celery workers",
         )
         pids = [worker.pid for worker in workers]
-        round_args = {"keys": keys, "domain": domain, "pids": pids, "rx_pid": rx.pid}
-        _product_round(args.warmup, args.warmup * args.endpoints, receiver, **round_args)
+        product_round = partial(_product_round, receiver=receiver, keys=keys, domain=domain, pids=pids, rx_pid=rx.pid)
+        product_round(args.warmup, args.warmup * args.endpoints)
         for _ in range(args.rounds):
             since = timezone.now()
-            product.add(_product_round(args.events, args.events * args.endpoints, receiver, **round_args))
+            product.add(product_round(args.events, args.events * args.endpoints))
             bare.add(_bare_round(_signed(endpoints, keys, since), receiver, keys=keys, rx_pid=rx.pid))
     section = Section(
         title="10. Webhook delivery",
