@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from bench.load import LoadResult, make_target, run_load
 from bench.report import Ratio, Section
 from bench.scenario import Context, Scenario
+from bench.scenarios.dispatch import _forget_queue
 from bench.stack import (
     BenchError,
     cpu_seconds,
@@ -108,6 +109,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         web_cpu = tree_cpu_seconds(web_pids[0]) - cpu_before["web"]
         worker_cpu = sum(map(cpu_seconds, worker_pids)) - cpu_before["workers"]
     seconds = time.monotonic() - started
+    _forget_queue(ctx.services.redis_url, queue)
     section = Section(
         title="11. Memory over many sends",
         summary=(

@@ -14,6 +14,7 @@ alternate between the two.
 
 import argparse
 import secrets
+import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -25,6 +26,7 @@ import httpx
 
 from bench.report import Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
+from bench.scenarios.dispatch import _forget_queue
 from bench.stack import BenchError, cpu_seconds, server_env, tree_cpu_seconds
 
 DOMAIN = "webhooks.bench.example"
@@ -124,7 +126,7 @@ def _product_round(
     return Delivered(expected, seconds, cpu, cpu_seconds(rx_pid) - rx_before, stats["duplicates"])
 
 
-def _signed(endpoints: list, secrets_: list[str], since) -> list[tuple[str, dict[str, str], bytes]]:
+def _signed(endpoints: list, keys: list[str], since) -> list[tuple[str, dict[str, str], bytes]]:
     """The payloads the product just delivered, as the bare loop sends them: path, signed headers, body."""
     from django.utils import timezone
 
@@ -138,7 +140,7 @@ def _signed(endpoints: list, secrets_: list[str], since) -> list[tuple[str, dict
         "endpoint_id", "event_id", "payload"
     ):
         i = index[endpoint_id]
-        headers = signature_headers(event_id=event_id, timestamp=now, body=payload, secrets=[secrets_[i]])
+        headers = signature_headers(event_id=event_id, timestamp=now, body=payload, secrets=[keys[i]])
         requests.append((f"/hook/{i}", {"Content-Type": "application/json", **headers}, payload.encode()))
     return requests
 
@@ -176,16 +178,20 @@ def _bare_round(requests, receiver: httpx.Client, *, keys: list[str], rx_pid: in
     return Delivered(len(requests), seconds, cpu, cpu_seconds(rx_pid) - rx_before, stats["duplicates"])
 
 
-def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
-    import sys
+def _receiver_ready(port: int) -> bool:
+    from tests.harness import answers_http
 
+    return answers_http(f"http://127.0.0.1:{port}/stats")
+
+
+def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     from django.test import override_settings
     from django.utils import timezone
 
     from domains.models import Domain
     from domains.services import domain_create
     from messaging.models import MessageEvent
-    from tests.harness import answers_http, celery_worker, child_server, wait_until
+    from tests.harness import celery_worker, child_server, wait_until
     from webhooks.services import endpoint_create
 
     if min(args.events, args.endpoints, args.rounds, args.warmup) < 1:
@@ -204,9 +210,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     )
     product, bare = Delivered(), Delivered()
     command = [sys.executable, "-m", "bench.receiver", "--port", "{port}"]
-    ready = lambda port: answers_http(f"http://127.0.0.1:{port}/stats")  # noqa: E731
     with ExitStack() as stack:
-        rx = stack.enter_context(child_server(command, name="receiver", ready=ready, env={}))
+        rx = stack.enter_context(child_server(command, name="receiver", ready=_receiver_ready, env={}))
         with override_settings(MAILSERVICE_WEBHOOK_ALLOW_PRIVATE=True):
             created = [
                 endpoint_create(domain=domain, url=f"http://127.0.0.1:{rx.port}/hook/{i}", event_types=[])
@@ -232,6 +237,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
             since = timezone.now()
             product.add(product_round(args.events, args.events * args.endpoints))
             bare.add(_bare_round(_signed(endpoints, keys, since), receiver, keys=keys, rx_pid=rx.pid))
+    for queue in (env["CELERY_TASK_DEFAULT_QUEUE"], env["MAILSERVICE_WEBHOOK_QUEUE"]):
+        _forget_queue(ctx.services.redis_url, queue)
     section = Section(
         title="10. Webhook delivery",
         summary=(
