@@ -10,8 +10,10 @@ and sent again. At most MAILSERVICE_WEBHOOK_ENDPOINT_CONCURRENCY leases are live
 so a slow endpoint holds only that many threads of the webhooks worker.
 """
 
+import functools
 import logging
 import random
+import ssl
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -210,6 +212,15 @@ class AttemptResult:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context per process: building one loads the CA bundle, which was three
+    quarters of a delivery's CPU (bench/results/bench-denominators.md). Connections are still not
+    pooled: each delivery pins its own resolved address and SNI, and a pooled connection to a shared
+    address would carry another host name's certificate check."""
+    return httpx.create_ssl_context()
+
+
 def _post(delivery: WebhookDelivery) -> AttemptResult:
     """One request, no transaction open. Only the status line is read: the body does not matter."""
     endpoint = delivery.endpoint
@@ -229,7 +240,7 @@ def _post(delivery: WebhookDelivery) -> AttemptResult:
     timeout = settings.MAILSERVICE_WEBHOOK_TIMEOUT
     started = time.monotonic()
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+        with httpx.Client(timeout=timeout, follow_redirects=False, verify=_tls_context()) as client:
             request = client.build_request(
                 "POST",
                 target.url,
