@@ -62,9 +62,19 @@ def test_an_address_parses_as_aiosmtpd_parses_it(arg, local_part_limit):
 
 
 def test_random_addresses_parse_as_aiosmtpd_parses_them():
-    alphabet = 'ab.@<>-_+"[] \t()é\\:='
+    awkward = 'ab.@<>-_+"[] \t\n()é\\:='
+    atext_mostly = "aab.-_+=é"
     rng = random.Random(19)
+
+    def text(length: int, alphabet: str = awkward) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(length))
+
     for _ in range(5000):
-        arg = "<" + "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) + rng.choice([">", "> X=1", ""])
+        # Half near the fast path's form (`<x@y>` and a tail), half anything.
+        if rng.random() < 0.5:
+            local, domain = text(rng.randint(0, 6), atext_mostly), text(rng.randint(0, 6), "aab.-_")
+            arg = f"<{local}@{domain}>{text(rng.randint(0, 4))}"
+        else:
+            arg = "<" + text(rng.randint(1, 12)) + rng.choice([">", "> X=1", ""])
         fast, reference = _parse_both(arg, 4)
         assert fast == reference, arg
