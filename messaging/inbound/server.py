@@ -103,7 +103,7 @@ class InboundSMTP(SMTP):
         """aiosmtpd's address parser with a fast path: a plain `<local@domain>` is taken as it is.
 
         aiosmtpd parses every address with the email package's header parser and defines a class on
-        each call: a fifth of the server's CPU time in the inbound benchmark. A plain address yields
+        each call: a fifth of the time the server held the GIL in the inbound benchmark. A plain address yields
         exactly what that parser would (tests/inbound/test_smtp_addresses.py); anything else is parsed by it.
         """
         plain = _PLAIN_ANGLE_ADDRESS.match(arg)
