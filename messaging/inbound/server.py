@@ -68,6 +68,11 @@ class RecentRecipients:
         self._until[address] = time.monotonic() + self.seconds
 
 
+# An address in angle brackets that is plain dot-atoms on both sides of the @ (nearly every MAIL
+# FROM and RCPT TO): no quoting, comments, literals or non-ASCII, each of which goes to aiosmtpd's parser.
+_ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_PLAIN_ANGLE_ADDRESS = re.compile(rf"<({_ATEXT}(?:\.{_ATEXT})*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>")
+
 END_OF_DATA = b"\r\n.\r\n"
 _DOT_STUFFED = re.compile(rb"\r\n\.")
 
@@ -93,6 +98,24 @@ class InboundSMTP(SMTP):
     def __init__(self, handler: "InboundHandler", **kwargs: Any) -> None:
         super().__init__(handler, **kwargs)
         self._slots = handler.slots
+
+    def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
+        """aiosmtpd's address parser with a fast path: a plain `<local@domain>` is taken as it is.
+
+        aiosmtpd parses every address with the email package's header parser and defines a class on
+        each call: a fifth of the time the server held the GIL in the inbound benchmark. A plain address yields
+        exactly what that parser would (tests/inbound/test_smtp_addresses.py); anything else is parsed by it.
+        """
+        plain = _PLAIN_ANGLE_ADDRESS.match(arg)
+        rest = arg[plain.end() :] if plain else ""
+        if rest[:1] in (" ", "\t"):  # the parser drops the folding white space after the address
+            rest = rest.lstrip()
+        if plain is None or rest[:1] == "(":  # and a comment with it
+            return super()._getaddr(arg)
+        address = plain.group(1)
+        if self.local_part_limit and address.index("@") > self.local_part_limit:
+            return None, None
+        return address, rest
 
     async def smtp_DATA(self, arg: str) -> None:  # noqa: N802 - the aiosmtpd command name
         if await self.check_helo_needed() or await self.check_auth_needed("DATA"):
