@@ -307,6 +307,9 @@ MAILSERVICE_DKIM_RETIRE_DAYS = env_int("MAILSERVICE_DKIM_RETIRE_DAYS", 7)
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 # Without a broker (the embedded default) tasks run in-process once the send has committed.
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+# kombu's Redis transport, its channels keeping one Redis client instead of one per publish (config/broker.py).
+if CELERY_BROKER_URL and CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT = "config.broker:Transport"
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
