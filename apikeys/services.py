@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from apikeys.cache import key_cached, key_remember, version_start
 from apikeys.models import ApiKey, Permission
 from domains.models import Domain
 from mailservice.errors import ValidationFailed
@@ -75,15 +76,28 @@ def _prefix_of(raw_key: str) -> str | None:
     return prefix
 
 
-def apikey_authenticate(*, raw_key: str) -> ApiKey | None:
-    """The active key matching raw_key, or None. Its domain comes along (one query)."""
+def apikey_authenticate(*, raw_key: str, keys_version: bytes | None = None) -> ApiKey | None:
+    """The active key matching raw_key, or None. Its domain comes along (one query, none when the
+    key was read at `keys_version`, the current version of the keys: apikeys/cache.py)."""
     prefix = _prefix_of(raw_key)
-    api_key = ApiKey.objects.select_related("domain").filter(prefix=prefix).first() if prefix else None
+    api_key = _key_with_domain(prefix, keys_version) if prefix else None
     expected = api_key.secret_hash if api_key else _NO_SUCH_KEY_DIGEST
     matches = hmac.compare_digest(expected, key_digest(raw_key))
     if api_key is None or not matches or api_key.revoked_at is not None:
         return None
     _touch_last_used(api_key)
+    return api_key
+
+
+def _key_with_domain(prefix: str, keys_version: bytes | None) -> ApiKey | None:
+    api_key = key_cached(prefix=prefix, version=keys_version)
+    if api_key is not None:
+        return api_key
+    api_key = ApiKey.objects.select_related("domain").filter(prefix=prefix).first()
+    if keys_version == b"":
+        version_start()
+    elif api_key is not None:
+        key_remember(prefix=prefix, version=keys_version, api_key=api_key)
     return api_key
 
 

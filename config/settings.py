@@ -222,6 +222,9 @@ MAILSERVICE_RATE_LIMIT = env_str("MAILSERVICE_RATE_LIMIT", "120/m")
 # a window's key expires between its add and its incr (the purge benchmark saw 10 such 429s in
 # 7 500 requests). A counter outage lets requests through instead, as the README says.
 RATELIMIT_FAIL_OPEN = True
+# How long a web process may reuse an API key it looked up (apikeys/cache.py): a change to a key or
+# its domain applies at once through the version in Redis; this bounds it should that version fail.
+MAILSERVICE_API_KEY_CACHE_SECONDS = env_float("MAILSERVICE_API_KEY_CACHE_SECONDS", 10.0)
 MAILSERVICE_TRUSTED_PROXIES = env_list("MAILSERVICE_TRUSTED_PROXIES", [])
 EMAIL_URL = env_str("EMAIL_URL")
 MAILSERVICE_OUTBOX_DIR = VAR_DIR / "outbox"
@@ -304,6 +307,9 @@ MAILSERVICE_DKIM_RETIRE_DAYS = env_int("MAILSERVICE_DKIM_RETIRE_DAYS", 7)
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 # Without a broker (the embedded default) tasks run in-process once the send has committed.
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+# kombu's Redis transport, its channels keeping one Redis client instead of one per publish (config/broker.py).
+if CELERY_BROKER_URL and CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT = "config.broker:Transport"
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -1,12 +1,18 @@
 """The per-client-IP request limit (MAILSERVICE_RATE_LIMIT), one counter for every way in.
 
 The HTTP API counts each request, the submission SMTP server each AUTH attempt and each message,
-on the same counter in the cache (shared across processes through Redis), so a client cannot
-get twice the budget by switching protocols.
+on the same counter, so a client cannot get twice the budget by switching protocols. With
+REDIS_URL the counter is in Redis, shared across processes, and counting it takes one round trip
+that can also read one more key (the API keys' version, apikeys/cache.py): every API request
+pays that round trip anyway. Without Redis (the embedded mode) django-ratelimit counts in the cache.
 """
 
 import logging
+import time
+from dataclasses import dataclass
+from functools import cache
 
+import redis
 from django.conf import settings
 from django.http import HttpRequest
 from django_ratelimit.core import get_usage
@@ -14,6 +20,13 @@ from django_ratelimit.core import get_usage
 logger = logging.getLogger(__name__)
 
 _GROUP = "api"
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class Counted:
+    wait: int | None  # seconds to wait when over the limit, else None
+    also_read: bytes | None = None  # the value of the key asked for (b"" when absent), None when unread
 
 
 def client_key(_group: str, request: HttpRequest) -> str:
@@ -21,16 +34,57 @@ def client_key(_group: str, request: HttpRequest) -> str:
     return request.META["REMOTE_ADDR"]
 
 
-def request_counted(*, ip: str) -> int | None:
-    """Count one request from `ip`; the seconds to wait when it is over the limit, else None.
+@cache
+def shared_redis() -> redis.Redis:
+    """The Redis of REDIS_URL, for the counter and the keys read with it (called only when it is set)."""
+    return redis.Redis.from_url(settings.REDIS_URL or "", socket_timeout=2, socket_connect_timeout=2)
 
-    A cache outage lets the request through (logged): it must not take the service down with it.
+
+@cache
+def _rate(text: str) -> tuple[int, int]:
+    """'120/m', '5/10s' → (limit, period in seconds)."""
+    limit, _, period = text.partition("/")
+    multiplier = period[:-1] or "1"
+    return int(limit), int(multiplier) * _PERIODS[period[-1]]
+
+
+def request_counted(*, ip: str) -> int | None:
+    """Count one request from `ip`; the seconds to wait when it is over the limit, else None."""
+    return request_counted_reading(ip=ip).wait
+
+
+def request_counted_reading(*, ip: str, also_read: str | None = None) -> Counted:
+    """Count one request from `ip`; with Redis, read the key `also_read` in the same round trip.
+
+    A Redis or cache outage lets the request through (logged): it must not take the service down with it.
     """
+    if not settings.REDIS_URL:
+        return Counted(wait=_counted_in_cache(ip))
+    limit, period = _rate(settings.MAILSERVICE_RATE_LIMIT)
+    window = int(time.time()) // period
+    key = f"ratelimit:{_GROUP}:{ip}:{period}:{window}"
+    pipe = shared_redis().pipeline(transaction=False)
+    pipe.set(key, 0, ex=period + 1, nx=True)
+    pipe.incr(key)
+    if also_read is not None:
+        pipe.get(also_read)
+    try:
+        replies = pipe.execute()
+    except redis.RedisError:
+        logger.warning("rate limit counter unavailable; request let through", exc_info=True)
+        return Counted(wait=None)
+    read = (replies[2] or b"") if also_read is not None else None
+    if replies[1] <= limit:
+        return Counted(wait=None, also_read=read)
+    return Counted(wait=max(1, (window + 1) * period - int(time.time())), also_read=read)
+
+
+def _counted_in_cache(ip: str) -> int | None:
     request = HttpRequest()
     request.META["REMOTE_ADDR"] = ip
     try:
         usage = get_usage(request, group=_GROUP, key=client_key, rate=settings.MAILSERVICE_RATE_LIMIT, increment=True)
-    except Exception:  # noqa: BLE001 - see the docstring
+    except Exception:  # noqa: BLE001 - see request_counted
         logger.warning("rate limit counter unavailable; request let through", exc_info=True)
         return None
     if usage is None or not usage["should_limit"]:

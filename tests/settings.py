@@ -20,5 +20,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
 CELERY_TASK_ALWAYS_EAGER = True
 EMAIL_URL = None
 MAILSERVICE_OUTBOX_DIR = VAR_DIR / "test-outbox"  # noqa: F405
+# The test process keeps no API keys between requests: its tests roll back instead of committing, so
+# a change would never set a new version (apikeys/cache.py). The live tests' web processes do cache.
+MAILSERVICE_API_KEY_CACHE_SECONDS = 0.0
 # Webhook receivers in tests listen on loopback.
 MAILSERVICE_WEBHOOK_ALLOW_PRIVATE = True

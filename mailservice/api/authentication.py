@@ -18,7 +18,9 @@ class BearerKeyAuthentication(BaseAuthentication):
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthenticationFailed("The Authorization header must be 'Bearer <API key>'")
-        api_key = apikey_authenticate(raw_key=token.strip())
+        # The keys' version the rate limit middleware read with the request count (apikeys/cache.py).
+        keys_version = getattr(request, "keys_version", None)
+        api_key = apikey_authenticate(raw_key=token.strip(), keys_version=keys_version)
         if api_key is None:
             raise AuthenticationFailed("The API key is invalid or revoked")
         return None, api_key

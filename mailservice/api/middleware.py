@@ -9,12 +9,13 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 
+from apikeys.cache import VERSION_KEY
 from mailservice import logs
 from mailservice.api.clientip import client_ip
 from mailservice.api.exceptions import error_body, error_response, request_id_of
 from mailservice.console import refuse
 from mailservice.errors import CODE_OF_STATUS, ErrorCode
-from mailservice.ratelimit import request_counted
+from mailservice.ratelimit import request_counted_reading
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +89,8 @@ class RateLimitMiddleware:
     """MAILSERVICE_RATE_LIMIT per client IP across every API request, counted before authentication.
 
     The counter lives in the cache (mailservice.ratelimit), so with REDIS_URL set all web processes
-    and the submission SMTP server share it.
+    and the submission SMTP server share it. The same round trip reads the API keys' version, which
+    says whether this process's cached keys are still current (apikeys/cache.py).
     """
 
     def __init__(self, get_response: GetResponse) -> None:
@@ -97,7 +99,9 @@ class RateLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if not request.path.startswith("/v1/"):
             return self.get_response(request)
-        wait = request_counted(ip=client_ip(request))
+        counted = request_counted_reading(ip=client_ip(request), also_read=VERSION_KEY)
+        request.keys_version = counted.also_read  # type: ignore[attr-defined]  # read by BearerKeyAuthentication
+        wait = counted.wait
         if wait is not None:
             return error_response(
                 request,
