@@ -1,7 +1,7 @@
 """An asyncio HTTP/1.1 load generator, closed-loop (fixed concurrency) or open-loop (fixed arrival rate).
 
-Raw sockets rather than an HTTP client library: gunicorn's sync workers close the connection
-after every response, so each request is connect, write, read to EOF, and the generator's own
+Raw sockets rather than an HTTP client library: each request asks the server to close the
+connection after its response, so each request is connect, write, read to EOF, and the generator's own
 cost per request stays small next to the server's. Several processes can share one load; each
 reports the CPU time it used, so a result says whether the generator was the bottleneck.
 """

@@ -1,9 +1,13 @@
-"""The ASGI application the Procfile's web process serves (gunicorn with config.workers.WebWorker).
+"""The application the Procfile's web process serves (gunicorn with config.workers.WebWorker).
 
-Django reads a request body into a temporary file before the view runs, with no bound when the
-client sends it chunked (no Content-Length to check), and DRF then reads a body without
-Content-Length as empty. `BodyLimit` reads a chunked body itself, up to DATA_UPLOAD_MAX_MEMORY_SIZE
-(past it: 413 `RequestTooLarge`, as the API answers a declared length), and hands it on with its length.
+uvicorn's event loop holds each connection and reads the whole request, headers and body, before
+anything else runs: a slow client costs a socket, not a thread. `BodyLimit` reads the body (at most
+DATA_UPLOAD_MAX_MEMORY_SIZE, past it 413 `RequestTooLarge`; a chunked body is handed on with its
+length, which DRF needs), then Django runs as a WSGI application in a fixed pool of WEB_THREADS
+threads per process (a2wsgi). Django's own ASGI handler instead started a thread per request: a send
+cost 5.9 ms of CPU against 3.0 this way (bench/results/before-after-web-server.md), and each
+thread's persistent database connection outlived it, so under load the open connections grew past
+PostgreSQL's max_connections. Here each pool thread keeps one, as a sync worker would.
 """
 
 import json
@@ -11,10 +15,11 @@ import os
 import secrets
 from typing import Any
 
-from django.core.asgi import get_asgi_application
+from a2wsgi import WSGIMiddleware
+from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_application = get_asgi_application()
+django_application = WSGIMiddleware(get_wsgi_application(), workers=int(os.environ.get("WEB_THREADS", "8")))
 
 from django.conf import settings  # noqa: E402 - needs the settings module chosen above
 
@@ -22,10 +27,6 @@ from mailservice.errors import ErrorCode  # noqa: E402
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
-
-
-class _TooLarge(Exception):
-    pass
 
 
 class BodyLimit:
@@ -36,32 +37,10 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if any(name == b"content-length" for name, _ in scope["headers"]):
-            await self._bounded(scope, receive, send)
-        else:
-            await self._with_length(scope, receive, send)
-
-    async def _bounded(self, scope: Scope, receive: Any, send: Any) -> None:
-        """A declared length: the API checks it before reading; the bytes that arrive are capped too."""
-        received = 0
-
-        async def counted_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, counted_receive, send)
-        except _TooLarge:
+        declared = next((value for name, value in scope["headers"] if name == b"content-length"), b"0")
+        if not declared.isdigit() or int(declared) > self.limit:
             await _too_large(send, self.limit)
-
-    async def _with_length(self, scope: Scope, receive: Any, send: Any) -> None:
-        """A chunked body (or none), read first, then passed on with its Content-Length: DRF takes a
-        request without one as having no body, so a chunked send would be read as empty."""
+            return
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -75,9 +54,9 @@ class BodyLimit:
                 return
             if not message.get("more_body", False):
                 break
-        headers = [(name, value) for name, value in scope["headers"] if name != b"transfer-encoding"]
-        if size:
-            headers.append((b"content-length", str(size).encode()))
+        # Handed on with its length: DRF takes a request without one (a chunked one) as having no body.
+        headers = [(name, value) for name, value in scope["headers"] if name not in _LENGTH_HEADERS]
+        headers.append((b"content-length", str(size).encode()))
         replayed = False
 
         async def replay() -> Message:
@@ -88,6 +67,9 @@ class BodyLimit:
             return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
         await self.app(scope | {"headers": headers}, replay, send)
+
+
+_LENGTH_HEADERS = {b"content-length", b"transfer-encoding"}
 
 
 async def _too_large(send: Any, limit: int) -> None:

@@ -166,7 +166,8 @@ def section(run: AcceptRun, args: argparse.Namespace, *, title: str, summary: st
     result.notes += [
         f"{args.requests} requests per closed-loop measurement at concurrency {args.concurrency}, in "
         f"{args.rounds} rounds alternating between the bare ceiling, the authenticated ceiling (one server) and the "
-        f"product's server, {args.clients} load generator process(es); gunicorn sync workers: {args.workers}; "
+        f"product's server, {args.clients} load generator process(es); the Procfile's web server (gunicorn + "
+        f"uvicorn, Django in 8 threads) with {args.workers} workers; "
         f"open loop: {args.open_seconds} s at a fixed arrival rate, latency counted from the scheduled start.",
         "Server CPU: user + system seconds of the gunicorn master and workers (/proc) over each measurement, per "
         "successful request; requests/s per core is its inverse. The goal is on throughput (send / bare); the CPU "

@@ -114,7 +114,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         title="11. Memory over many sends",
         summary=(
             f"{args.requests:,} `POST /v1/send` (one recipient) at concurrency {args.concurrency} on gunicorn "
-            f"({args.web_workers} sync workers), dispatched as they come by {args.workers} Celery worker processes "
+            f"(the Procfile's server, {args.web_workers} workers), dispatched as they come by {args.workers} Celery "
+            f"worker processes "
             f"({args.threads} threads each) to a discarding SMTP sink; each process's VmRSS (MiB) after "
             + ", ".join(f"{c:,}" for c in checkpoints)
             + " requests (web) or delivered messages (workers)."

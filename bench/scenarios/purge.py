@@ -154,8 +154,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
             f"events (batches of 500, each its own transaction), while the API serves another domain with "
             f"{args.recent:,} recent messages: `GET /v1/messages` and `POST /v1/send`, each open-loop at "
             f"{args.rate}/s throughout, in rounds alternating between the purge running ({args.seconds} s) and the "
-            f"purge stopped (SIGSTOP, {args.seconds / 2:g} s) until it was done ({rounds} rounds); gunicorn sync "
-            f"workers: {args.workers}."
+            f"purge stopped (SIGSTOP, {args.seconds / 2:g} s) until it was done ({rounds} rounds); the Procfile's web "
+            f"server with {args.workers} workers."
         ),
         header=["request", "p50 unloaded", "p99 unloaded", "p50 during purge", "p99 during purge", "errors"],
     )

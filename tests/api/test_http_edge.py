@@ -123,7 +123,7 @@ def test_a_chunked_body_over_the_limit_is_refused_with_413(procfile_server, key_
 
 def test_a_wsgi_server_refuses_a_chunked_body_instead_of_reading_it_as_empty(key_headers):
     data = json.dumps(_send_body()).encode()
-    with web_server(workers=1) as url:
+    with web_server(workers=1, wsgi=True) as url:
         response = httpx.post(
             f"{url}/v1/send", content=_chunks(data, 10), headers=key_headers | {"Content-Type": "application/json"}
         )

@@ -70,7 +70,19 @@ def child_server(
         yield ChildServer(port=port, pid=child.pid)
 
 
-WEB_COMMAND = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}", "--access-logfile", "-"]
+# The Procfile's web server (gunicorn supervising uvicorn, Django in its thread pool: config/asgi.py).
+WEB_COMMAND = [
+    str(BIN / "gunicorn"),
+    "config.asgi",
+    "--worker-class",
+    "config.workers.WebWorker",
+    "--bind",
+    "127.0.0.1:{port}",
+    "--access-logfile",
+    "-",
+]
+# Plain sync WSGI (config/wsgi.py), for embedding the project in another WSGI server.
+WSGI_COMMAND = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}", "--access-logfile", "-"]
 
 
 def _serves_openapi(port: int) -> bool:
@@ -78,9 +90,10 @@ def _serves_openapi(port: int) -> bool:
 
 
 @contextmanager
-def web_server(*, workers: int = 2, **env: str) -> Iterator[str]:
-    """gunicorn serving the project on a free loopback port; yields the base URL."""
-    with child_server([*WEB_COMMAND, "--workers", str(workers)], name="web", ready=_serves_openapi, env=env) as child:
+def web_server(*, workers: int = 2, wsgi: bool = False, **env: str) -> Iterator[str]:
+    """gunicorn on a free loopback port (the Procfile's server, or plain WSGI); yields the base URL."""
+    command = [*(WSGI_COMMAND if wsgi else WEB_COMMAND), "--workers", str(workers)]
+    with child_server(command, name="web", ready=_serves_openapi, env=env) as child:
         yield f"http://127.0.0.1:{child.port}"
 
 
