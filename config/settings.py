@@ -323,7 +323,7 @@ MAILSERVICE_DISPATCH_BACKOFF_JITTER = env_float("MAILSERVICE_DISPATCH_BACKOFF_JI
 # A claimed message is the worker's until the lease runs out (renewed right before SMTP), so it
 # must outlast one SMTP conversation: well above MAILSERVICE_SMTP_TIMEOUT.
 MAILSERVICE_DISPATCH_LEASE_SECONDS = env_float("MAILSERVICE_DISPATCH_LEASE_SECONDS", 300.0)
-MAILSERVICE_DISPATCH_BATCH_SIZE = env_int("MAILSERVICE_DISPATCH_BATCH_SIZE", 20)
+MAILSERVICE_DISPATCH_BATCH_SIZE = env_int("MAILSERVICE_DISPATCH_BATCH_SIZE", 50)
 # The sweeper runs every SWEEP_INTERVAL seconds; a first attempt counts as lost (re-enqueued)
 # once no worker has claimed it for SWEEP_GRACE seconds.
 MAILSERVICE_DISPATCH_SWEEP_INTERVAL = env_float("MAILSERVICE_DISPATCH_SWEEP_INTERVAL", 30.0)
