@@ -10,6 +10,8 @@ CAs or this self-signed certificate instead of the system's). Anything else stop
 
 A transport reports what the relay answered; it never decides what happens to the message
 (messaging/dispatch.py does). Connection failures raise OSError or smtplib.SMTPException.
+When the relay offers PIPELINING (RFC 2920) a message takes two round trips: MAIL FROM, RCPT TO and
+DATA together, then the data.
 """
 
 import re
@@ -267,6 +269,9 @@ class SmtpConnection:
         DATA in one write, then their replies read in the same order, each matched to its command;
         the message data goes only after a 354, and only if a recipient was accepted."""
         commands = [f"mail FROM:<{envelope.mail_from}>{options}", *(f"rcpt TO:<{r}>" for r in envelope.recipients)]
+        if any("\r" in command or "\n" in command for command in commands):
+            # As smtplib's putcmd refuses them: a line break would inject a command of its own.
+            raise ValueError("command and arguments contain prohibited newline characters")
         self.smtp.send("".join(f"{command}\r\n" for command in [*commands, "data"]))
         mail = _reply(*self.smtp.getreply())
         result = SendResult(final=mail)

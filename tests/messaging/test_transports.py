@@ -117,3 +117,20 @@ def test_each_reply_is_matched_to_its_command_and_the_connection_stays_in_step(
     assert (after.final.code, after.accepted) == (250, ["a@example.org", "b@example.org"])
     delivered = 2 if expected[0] == 250 else 1
     assert [received.data for received in sink.received] == [BODY] * delivered  # dots unstuffed as sent
+
+
+@pytest.mark.parametrize("pipelining", [False, True], ids=["one-by-one", "pipelined"])
+def test_a_line_break_in_an_address_is_refused_and_nothing_is_delivered(pipelining):
+    with smtp_sink() as sink:
+        sink.behaviour.pipelining = pipelining
+        connection = SmtpConnection(RelayConfig.from_url(sink.url), timeout=10)
+        hostile = Envelope(
+            mail_from="a@example.com", recipients=["b@example.org>\r\nrcpt TO:<c@example.org"], smtputf8=False
+        )
+        try:
+            with pytest.raises(ValueError, match="newline"):
+                connection.send(envelope=hostile, data=BODY, name="hostile")
+        finally:
+            connection.close()
+
+    assert sink.received == []
