@@ -81,7 +81,7 @@ submission: install
 	$(BIN)/python manage.py run_submission_smtp --host $${SUBMISSION_HOST:-127.0.0.1} --port $${SUBMISSION_PORT:-2587}
 
 worker: install
-	$(BIN)/celery -A config worker --pool threads --concurrency 8 --loglevel INFO
+	$(BIN)/celery -A config worker --pool threads --concurrency 5 --loglevel INFO
 
 # Webhook requests only (README, "Events and webhooks"): a slow endpoint never holds a dispatch thread.
 webhooks-worker: install

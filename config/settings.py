@@ -329,14 +329,14 @@ MAILSERVICE_DISPATCH_BACKOFF_JITTER = env_float("MAILSERVICE_DISPATCH_BACKOFF_JI
 # A claimed message is the worker's until the lease runs out (renewed right before SMTP), so it
 # must outlast one SMTP conversation: well above MAILSERVICE_SMTP_TIMEOUT.
 MAILSERVICE_DISPATCH_LEASE_SECONDS = env_float("MAILSERVICE_DISPATCH_LEASE_SECONDS", 300.0)
-MAILSERVICE_DISPATCH_BATCH_SIZE = env_int("MAILSERVICE_DISPATCH_BATCH_SIZE", 20)
+MAILSERVICE_DISPATCH_BATCH_SIZE = env_int("MAILSERVICE_DISPATCH_BATCH_SIZE", 50)
 # The sweeper runs every SWEEP_INTERVAL seconds; a first attempt counts as lost (re-enqueued)
 # once no worker has claimed it for SWEEP_GRACE seconds.
 MAILSERVICE_DISPATCH_SWEEP_INTERVAL = env_float("MAILSERVICE_DISPATCH_SWEEP_INTERVAL", 30.0)
 MAILSERVICE_DISPATCH_SWEEP_GRACE = env_float("MAILSERVICE_DISPATCH_SWEEP_GRACE", 60.0)
 MAILSERVICE_DISPATCH_SWEEP_LIMIT = env_int("MAILSERVICE_DISPATCH_SWEEP_LIMIT", 10000)
 MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
-MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 8)  # one per worker thread (Procfile)
+MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 5)  # one per worker thread (Procfile)
 # --- Delivery control (messaging/fairness.py, messaging/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay

@@ -32,6 +32,7 @@ class SinkBehaviour:
     hold: threading.Event | None = None  # DATA waits until this is set (or the client goes away)
     data_reply: str | None = None  # while set, every DATA is answered with it (an outage: 421, 451)
     drop: bool = False  # while set, DATA gets no answer: the connection is cut
+    pipelining: bool = False  # advertise PIPELINING (RFC 2920) in the EHLO reply, as most relays do
 
 
 class SmtpSink:
@@ -54,6 +55,12 @@ class SmtpSink:
             email.message_from_bytes(received.data, policy=email.policy.default)["Message-ID"]
             for received in self.received
         )
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):  # noqa: N802 - aiosmtpd hook
+        session.host_name = hostname
+        if not self.behaviour.pipelining:
+            return responses
+        return [*responses[:-1], "250-PIPELINING", responses[-1]]  # the last line ("250 HELP") ends the reply
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802 - aiosmtpd hook
         if address in self.behaviour.rejected_rcpts:

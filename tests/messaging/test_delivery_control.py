@@ -140,6 +140,41 @@ def test_without_a_rate_no_permit_waits():
     assert relay_rate_status()["effective"] is None
 
 
+def test_without_a_rate_a_process_asks_redis_once_per_recheck_interval(settings, monkeypatch):
+    if not settings.REDIS_URL:
+        pytest.skip("the in-process limits make no round trip to skip")
+    asked = []
+    script = relay_limits._scripts()[0]
+    monkeypatch.setattr(relay_limits, "_scripts", lambda: (lambda **kw: asked.append(kw) or script(**kw),))
+    for _ in range(200):
+        relay_permit()
+
+    assert len(asked) == 1
+    time.sleep(relay_limits.UNLIMITED_RECHECK)
+    relay_permit()
+    assert len(asked) == 2 and asked[1]["args"][3] == 200  # the messages sent unasked are counted
+
+
+def test_a_slow_down_elsewhere_reaches_an_unlimited_process_within_the_recheck_interval(settings):
+    if not settings.REDIS_URL:
+        pytest.skip("without Redis the process's own state is the fleet's")
+    settings.MAILSERVICE_RELAY_RATE_STEP = 0.0
+    for _ in range(30):  # an observed rate to slow down from
+        relay_permit()
+        time.sleep(0.01)
+    relay_slow_down(reply="421 4.7.0 too many messages")
+    # This process heard "unlimited" just before another one got the slow-down answer.
+    relay_limits._local.unlimited_until = time.monotonic() + relay_limits.UNLIMITED_RECHECK
+
+    time.sleep(relay_limits.UNLIMITED_RECHECK)
+    started = time.monotonic()
+    for _ in range(6):
+        relay_permit()
+
+    effective = relay_rate_status()["effective"]
+    assert effective is not None and time.monotonic() - started >= 4 / effective  # spaced at the lowered rate
+
+
 def test_a_slow_down_halves_the_rate_once_per_burst_and_it_climbs_back(settings):
     settings.MAILSERVICE_RELAY_RATE = 40.0
     settings.MAILSERVICE_RELAY_RATE_STEP = 20.0

@@ -7,9 +7,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from messaging.dispatch import dispatch_batch
+from messaging.mime import Envelope
 from messaging.models import Message, Status
-from messaging.transports import RelayConfig
+from messaging.transports import RelayConfig, SmtpConnection
 from tests.factories import MessageFactory
+from tests.harness import smtp_sink
 
 pytestmark = pytest.mark.django_db
 
@@ -69,3 +71,66 @@ def test_a_malformed_email_url_is_refused_without_echoing_the_password(url):
     with pytest.raises(ImproperlyConfigured, match="EMAIL_URL must be") as caught:
         RelayConfig.from_url(url)
     assert "hunter2" not in str(caught.value)
+
+
+# --- the SMTP conversation, with and without PIPELINING -------------------------------------------
+
+BODY = b"Subject: hi\r\n\r\n.a line that starts with a dot\r\n.\r\nend\r\n"
+
+
+@pytest.mark.parametrize(
+    ("rejected", "data_replies", "expected"),
+    [
+        ({}, [], (250, ["a@example.org", "b@example.org"], [])),
+        ({"b@example.org": "550 5.1.1 No such user"}, [], (250, ["a@example.org"], ["b@example.org"])),
+        (
+            {"a@example.org": "550 5.1.1 No", "b@example.org": "452 4.2.2 Full"},
+            [],
+            (452, [], ["a@example.org", "b@example.org"]),
+        ),
+        ({}, ["451 4.3.0 Try again later"], (451, ["a@example.org", "b@example.org"], [])),
+    ],
+    ids=["delivered", "one-refused", "all-refused", "data-deferred"],
+)
+@pytest.mark.parametrize("pipelining", [False, True], ids=["one-by-one", "pipelined"])
+def test_each_reply_is_matched_to_its_command_and_the_connection_stays_in_step(
+    pipelining, rejected, data_replies, expected
+):
+    with smtp_sink() as sink:
+        sink.behaviour.pipelining = pipelining
+        sink.behaviour.rejected_rcpts = rejected
+        sink.behaviour.data_replies = list(data_replies)
+        config = RelayConfig.from_url(sink.url)
+        connection = SmtpConnection(config, timeout=10)
+        envelope = Envelope(
+            mail_from="bounce@example.com", recipients=["a@example.org", "b@example.org"], smtputf8=False
+        )
+        try:
+            assert connection.smtp.has_extn("pipelining") == pipelining
+            result = connection.send(envelope=envelope, data=BODY, name="first")
+            sink.behaviour.rejected_rcpts = {}
+            after = connection.send(envelope=envelope, data=BODY, name="second")
+        finally:
+            connection.close()
+
+    assert (result.final.code, result.accepted, sorted(result.refused)) == expected
+    assert (after.final.code, after.accepted) == (250, ["a@example.org", "b@example.org"])
+    delivered = 2 if expected[0] == 250 else 1
+    assert [received.data for received in sink.received] == [BODY] * delivered  # dots unstuffed as sent
+
+
+@pytest.mark.parametrize("pipelining", [False, True], ids=["one-by-one", "pipelined"])
+def test_a_line_break_in_an_address_is_refused_and_nothing_is_delivered(pipelining):
+    with smtp_sink() as sink:
+        sink.behaviour.pipelining = pipelining
+        connection = SmtpConnection(RelayConfig.from_url(sink.url), timeout=10)
+        hostile = Envelope(
+            mail_from="a@example.com", recipients=["b@example.org>\r\nrcpt TO:<c@example.org"], smtputf8=False
+        )
+        try:
+            with pytest.raises(ValueError, match="newline"):
+                connection.send(envelope=hostile, data=BODY, name="hostile")
+        finally:
+            connection.close()
+
+    assert sink.received == []
