@@ -19,7 +19,11 @@ from a2wsgi import WSGIMiddleware
 from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_application = WSGIMiddleware(get_wsgi_application(), workers=int(os.environ.get("WEB_THREADS", "8")))
+# django-stubs type the handler's response as HttpResponseBase, which is the iterable of bytes WSGI wants.
+django_application = WSGIMiddleware(
+    get_wsgi_application(),  # type: ignore[arg-type]
+    workers=int(os.environ.get("WEB_THREADS", "8")),
+)
 
 from django.conf import settings  # noqa: E402 - needs the settings module chosen above
 
