@@ -41,10 +41,8 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = next((value for name, value in scope["headers"] if name == b"content-length"), b"0")
-        if not declared.isdigit() or int(declared) > self.limit:
-            await _too_large(send, self.limit)
-            return
+        # Read until past the limit even when the declared length is already over it: a proxy in front
+        # that is still sending the body would take an early answer and close as a failed upstream (502).
         chunks: list[bytes] = []
         size = 0
         while True:
