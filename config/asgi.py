@@ -5,7 +5,7 @@ anything else runs: a slow client costs a socket, not a thread. `BodyLimit` read
 DATA_UPLOAD_MAX_MEMORY_SIZE, past it 413 `RequestTooLarge`; a chunked body is handed on with its
 length, which DRF needs), then Django runs as a WSGI application in a fixed pool of WEB_THREADS
 threads per process (a2wsgi). Django's own ASGI handler instead started a thread per request: a send
-cost 5.9 ms of CPU against 3.0 this way (bench/results/before-after-web-server.md), and each
+cost 5.0–7.2 ms of CPU against 3.7 this way (bench/results/before-after-web-server.md), and each
 thread's persistent database connection outlived it, so under load the open connections grew past
 PostgreSQL's max_connections. Here each pool thread keeps one, as a sync worker would.
 """
