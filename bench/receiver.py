@@ -11,10 +11,11 @@ and last valid one.
 import argparse
 import asyncio
 import json
-import signal
 import time
 
 from standardwebhooks import Webhook, WebhookVerificationError
+
+from bench.sink import serve_until_signalled
 
 MAX_BODY = 1_000_000  # a bench peer, but still bounded
 
@@ -92,13 +93,7 @@ class Receiver:
 
 async def serve(port: int) -> None:
     receiver = Receiver()
-    server = await asyncio.start_server(receiver.connection, host="127.0.0.1", port=port)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    await stop.wait()
-    server.close()
+    await serve_until_signalled(await asyncio.start_server(receiver.connection, host="127.0.0.1", port=port))
 
 
 if __name__ == "__main__":

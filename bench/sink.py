@@ -49,10 +49,14 @@ async def serve(port: int, handler: Discard, tls: ssl.SSLContext | None = None) 
         tls_context=tls,
         require_starttls=tls is not None,
     )
-    server = await loop.create_server(factory, host="127.0.0.1", port=port)
+    await serve_until_signalled(await loop.create_server(factory, host="127.0.0.1", port=port))
+
+
+async def serve_until_signalled(server: asyncio.Server) -> None:
+    """Keep `server` open until SIGTERM or SIGINT (how the bench stops its child servers)."""
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        asyncio.get_running_loop().add_signal_handler(signum, stop.set)
     await stop.wait()
     server.close()
 
