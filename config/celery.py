@@ -1,9 +1,13 @@
 import os
+from typing import TYPE_CHECKING
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import task_postrun, task_prerun, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+if TYPE_CHECKING:
+    from messaging.dispatch_loop import DispatchLoop
 
 app = Celery("mailservice")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -36,3 +40,35 @@ def _refuse_to_start_without_encryption_keys(**_) -> None:
         require_encryption_keys()
     except ImproperlyConfigured as exc:
         raise SystemExit(f"ImproperlyConfigured: {exc}") from None
+
+
+class DispatchLoopStep(bootsteps.StartStopStep):
+    """A worker that consumes the default queue (where dispatch tasks go) also runs the dispatch loop
+    (messaging/dispatch_loop.py) on PostgreSQL, with as many threads as its pool: sends wake it
+    through the database instead of a task each. The webhooks worker (-Q webhooks) does not."""
+
+    requires = ("celery.worker.components:Pool",)
+
+    def __init__(self, parent, **kwargs) -> None:
+        super().__init__(parent, **kwargs)
+        self.loop: DispatchLoop | None = None
+
+    def start(self, worker) -> None:
+        from django.conf import settings
+        from django.db import connection
+
+        from messaging.dispatch_loop import DispatchLoop
+        from messaging.tasks import dispatch_woken
+
+        dispatches = settings.CELERY_TASK_DEFAULT_QUEUE in worker.app.amqp.queues.consume_from
+        if not dispatches or connection.vendor != "postgresql":
+            return
+        self.loop = DispatchLoop(threads=worker.concurrency, dispatch=dispatch_woken)
+        self.loop.start()
+
+    def stop(self, worker) -> None:
+        if self.loop is not None:
+            self.loop.stop()  # as Celery's warm shutdown waits for its tasks: batches in progress end
+
+
+app.steps["worker"].add(DispatchLoopStep)

@@ -1,5 +1,6 @@
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -101,14 +102,19 @@ def send_permitted(*, domain: Domain, from_address: str) -> None:
 def message_store(*, domain: Domain, message: Message, is_test: bool = False) -> Message:
     """Store an unsaved `accepted` message of `domain` with its `accepted` event, counted against
     the daily allowance (429; a test key's never are) unless sending is paused globally (503);
-    dispatch starts on commit."""
+    dispatch starts on commit.
+
+    On PostgreSQL the storing statement itself wakes the workers' dispatch loops at commit; a
+    Celery task is queued instead for the ORM twins, and when tasks run eagerly (no broker: no workers)."""
+    notifies = not is_test and sql.available()
     if is_test:
         _store_test(message)
-    elif sql.available():
+    elif notifies:
         sql.message_send_in_one_statement(domain, message)
     else:
         _store_in_transaction(domain, message)
-    transaction.on_commit(lambda: dispatch_enqueue(public_id=message.public_id))
+    if not notifies or settings.CELERY_TASK_ALWAYS_EAGER:
+        transaction.on_commit(lambda: dispatch_enqueue(public_id=message.public_id))
     return message
 
 

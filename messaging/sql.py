@@ -25,6 +25,7 @@ from django.utils import timezone
 from domains.models import DailyUsage, Domain
 from domains.sending import global_paused_sql, sending_paused_error
 from domains.services import allowance_day_open, allowance_exhausted
+from messaging.dispatch_loop import CHANNEL as DISPATCH_CHANNEL
 from messaging.models import EventType, Message, MessageEvent, Status
 
 
@@ -78,7 +79,8 @@ def message_send_in_one_statement(domain: Domain, message: Message) -> None:
     (bench/results/before-after-accept.md). The pause is read in the statement that stores the
     message, so a pause committed before it applies. Nothing is written unless the counter row
     was updated: paused, allowance used up, or no row yet for the day (the day's first send,
-    which creates it and tries once more).
+    which creates it and tries once more). A stored message also wakes the workers' dispatch
+    loops at commit (messaging/dispatch_loop.py), in place of a Celery task per message.
     """
     now = timezone.now()
     limited = domain.daily_allowance is not None
@@ -93,7 +95,7 @@ def message_send_in_one_statement(domain: Domain, message: Message) -> None:
     for first_try in (True, False):
         with connection.cursor() as cursor:
             cursor.execute(_message_send_statement(limited=limited), params)
-            paused, message_pk = cursor.fetchone()
+            paused, message_pk, _ = cursor.fetchone()
         if paused:
             raise sending_paused_error()
         if message_pk is not None:
@@ -111,7 +113,7 @@ _EVENT_OWN_COLUMNS = frozenset({"message"})  # the statement takes it from the m
 @cache
 def _message_send_statement(*, limited: bool) -> str:
     """The statement of message_send_in_one_statement; parameters: domain id, day, [allowance], the
-    message's insert_values, the event's (without its message). Returns (paused, message id or NULL)."""
+    message's insert_values, the event's (without its message). Returns (paused, message id or NULL, NULL)."""
     quote = connection.ops.quote_name
     message_columns = insert_columns(insert_fields(Message))
     event_columns = insert_columns(insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS))
@@ -126,7 +128,8 @@ def _message_send_statement(*, limited: bool) -> str:
         f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
         f'("message_id", {", ".join(event_columns)}) SELECT message.id, {", ".join(["%s"] * len(event_columns))} '
         "FROM message) "
-        "SELECT (SELECT paused FROM control), (SELECT id FROM message)"
+        "SELECT (SELECT paused FROM control), (SELECT id FROM message), "
+        f"(SELECT pg_notify('{DISPATCH_CHANNEL}', '') FROM message)"
     )
 
 

@@ -21,6 +21,11 @@ def dispatch_task(public_id: str | None = None) -> int:
     return dispatch.dispatch_batch(public_id=public_id, on_slow_down=_continue_later)
 
 
+def dispatch_woken() -> int:
+    """A batch for a woken thread of the dispatch loop (messaging/dispatch_loop.py), as dispatch_task would send it."""
+    return dispatch.dispatch_batch(on_slow_down=_continue_later)
+
+
 def _continue_later() -> None:
     """A batch the relay asked to slow down in gave its rest back: a task to pick it up at the lowered rate."""
     try:

@@ -15,8 +15,6 @@
 import argparse
 import secrets
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -26,7 +24,7 @@ from bench import plots
 from bench.report import Ratio, Section, ms
 from bench.scenario import Context, Scenario
 from bench.scenarios.dispatch import _forget_queue
-from bench.stack import ROOT, BenchError, discard_sink, server_env
+from bench.stack import BenchError, discard_sink, server_env
 
 WORKERS, THREADS = 2, 5  # as scenario 2
 ROUNDS, ROUND_SIZE, ROUND_GAP = 5, 10, 0.2  # domain B's sends: 5 rounds of 10, 0.2 s apart
@@ -77,13 +75,11 @@ def _workers(env: dict[str, str], *, beat: bool = False) -> Iterator[None]:
         yield
 
 
-def _sweep(env: dict[str, str]) -> None:
-    """One sweeper pass (grace 0: everything due is queued), in the background."""
-    from tests.harness import child_env
+def _wake() -> None:
+    """Wake the workers' dispatch loops, as the statement of every send does (messaging/dispatch_loop.py)."""
+    from messaging.dispatch_loop import wake_dispatchers
 
-    subprocess.Popen(
-        [sys.executable, "manage.py", "dispatch_pending"], cwd=ROOT, env=child_env(**env), stdout=subprocess.DEVNULL
-    )
+    wake_dispatchers()
 
 
 def _delivered(domain) -> int:
@@ -137,7 +133,6 @@ def _fairness_run(ctx: Context, backlog: int, sink_port: int) -> dict[str, float
     from domains.models import Domain
     from domains.services import domain_create
     from messaging.models import EventType, MessageEvent
-    from messaging.tasks import dispatch_task
 
     tag = secrets.token_hex(3)
     busy = domain_create(name=f"a{tag}.fairness.bench.example", verified=True)
@@ -149,11 +144,11 @@ def _fairness_run(ctx: Context, backlog: int, sink_port: int) -> dict[str, float
     with _workers(env):
         _queue(busy, backlog)
         started = time.monotonic()
-        _sweep(env)
+        _wake()
         _wait(lambda: _delivered(busy) > 0, timeout=60, what="dispatch to start")
         for _ in range(ROUNDS):
-            for public_id in _queue(other, ROUND_SIZE, subject="Password reset"):  # each with its task, as a send
-                dispatch_task.apply_async(args=[public_id], queue=queue)
+            _queue(other, ROUND_SIZE, subject="Password reset")
+            _wake()
             time.sleep(ROUND_GAP)
         total = ROUNDS * ROUND_SIZE
         _wait(lambda: _delivered(other) == total, timeout=120, what="domain B's messages")
@@ -250,9 +245,9 @@ def _held_rate(ctx: Context, rate: int, seconds: float, *, count: int = 0) -> fl
     count = count or round(rate * seconds)
     queue = f"bench-relay-{tag}"
     _fresh_state(ctx.services.redis_url)
-    with discard_sink() as sink, _workers(env := _env(ctx, sink.port, queue, MAILSERVICE_RELAY_RATE=str(rate))):
+    with discard_sink() as sink, _workers(_env(ctx, sink.port, queue, MAILSERVICE_RELAY_RATE=str(rate))):
         _queue(domain, count)
-        _sweep(env)
+        _wake()
         _wait(lambda: _delivered(domain) == count, timeout=30 + 3 * seconds, what=f"{count} messages at {rate}/s")
     _forget_queue(ctx.services.redis_url, queue)
     # The middle of the run: past the first half second (start-up), before the last tenth (the last
@@ -285,9 +280,9 @@ def _slow_down_run(ctx: Context, args: argparse.Namespace) -> dict:
     samples: list[tuple[float, float]] = []
     throttle = ("--throttle-every", "5", "--throttle-seconds", str(throttle_seconds))
     limits = {"MAILSERVICE_RELAY_RATE": str(rate), "MAILSERVICE_RELAY_RATE_STEP": str(args.step)}
-    with discard_sink(*throttle) as sink, _workers(env := _env(ctx, sink.port, queue, **limits), beat=True):
+    with discard_sink(*throttle) as sink, _workers(_env(ctx, sink.port, queue, **limits), beat=True):
         _queue(domain, count)
-        _sweep(env)
+        _wake()
         deadline = time.monotonic() + 60 + 3 * count / rate
         while _delivered(domain) < count:
             if time.monotonic() > deadline:

@@ -1,9 +1,9 @@
 """Scenario 2, dispatch: accepted messages drained by Celery workers into an SMTP sink.
 
 The messages are bulk-inserted as `accepted` rows due now (what `POST /v1/send` leaves behind,
-without measuring the accept path again), then one pass of `manage.py dispatch_pending` (the
-sweeper, grace period 0; other scenarios' domains paused) queues one task per batch and real `celery -A config worker`
-processes (Redis) claim, render, DKIM-sign and send them over SMTP to bench.sink,
+without measuring the accept path again), then one notification, as each send's statement makes,
+wakes the dispatch loops of real `celery -A config worker` processes (messaging/dispatch_loop.py;
+other scenarios' domains paused), which claim, render, DKIM-sign and send them over SMTP to bench.sink,
 a discarding aiosmtpd server in its own process. Timed from the first claim to the last
 `delivered` event. Each worker process runs the README's thread pool (`--pool threads`), with
 as many threads as django-post-office's default per process. Against:
@@ -124,14 +124,14 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
 
     from domains.models import Domain
     from domains.services import domain_create
+    from messaging.dispatch_loop import wake_dispatchers
     from messaging.models import EventType, Message, MessageEvent
-    from tests.harness import celery_worker, child_env, wait_until
+    from tests.harness import celery_worker, wait_until
 
     domain, warmup = domain_create(name=DOMAIN, verified=True), domain_create(name=WARMUP_DOMAIN, verified=True)
     # Messages other scenarios left accepted (scenario 1's sends) are not this one's to drain:
     # their domains are paused, which takes them out of the sweeper's and the claim's due set.
     Domain.objects.exclude(pk__in=(domain.pk, warmup.pk)).update(sending_paused=True)
-    sweep = [sys.executable, "manage.py", "dispatch_pending"]
     with ExitStack() as stack:
         workers = [
             stack.enter_context(celery_worker(beat=False, threads=args.threads, **env)) for _ in range(args.workers)
@@ -144,17 +144,15 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
         pids = [worker.process.pid for worker in workers]
         # Imports, database and relay connections, the DKIM key: what a long-running worker has paid already.
         _messages(warmup, args.warmup)
-        subprocess.run(sweep, cwd=ROOT, env=child_env(**env), check=True, capture_output=True)
+        wake_dispatchers()
         _wait_delivered(warmup, args.warmup, timeout=120, at=args.warmup, on_reaching=lambda: None)
         rss = {"after the warm-up": [rss_mib(pid) for pid in pids]}
 
         _messages(domain, args.messages)
         sink_before, workers_before = cpu_seconds(sink_pid), sum(cpu_seconds(pid) for pid in pids)
         measured = Message.objects.filter(domain=domain)
-        sweeper = subprocess.Popen(sweep, cwd=ROOT, env=child_env(**env), stdout=subprocess.DEVNULL)
+        wake_dispatchers()
         while not measured.filter(attempts__gt=0).exists():
-            if sweeper.poll() not in (None, 0):
-                raise BenchError("dispatch: manage.py dispatch_pending failed")
             time.sleep(POLL)
         started = datetime.now(UTC)
         at = min(RSS_AFTER, args.messages)
@@ -163,7 +161,6 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
             rss[f"after {at:,} messages"] = [rss_mib(pid) for pid in pids]
 
         _wait_delivered(domain, args.messages, timeout=60 + args.messages / 20, at=at, on_reaching=read_rss)
-        sweeper.wait()
         rss[f"after {args.messages:,} messages"] = [rss_mib(pid) for pid in pids]
         worker_cpu = (sum(cpu_seconds(pid) for pid in pids) - workers_before) / args.messages
         finished = MessageEvent.objects.filter(message__domain=domain, type=EventType.DELIVERED).aggregate(

@@ -1,0 +1,118 @@
+"""The dispatch loop: a worker's threads that send accepted messages as soon as they are committed.
+
+On PostgreSQL, the statement that stores a send (messaging/sql.py) ends with NOTIFY on CHANNEL,
+which PostgreSQL delivers at commit, and only then, to every connection listening on the
+database. Each Celery worker that consumes the default queue runs one DispatchLoop
+(config/celery.py): a connection of its own LISTENs, and every notification wakes an idle thread,
+which claims and sends batches until a claim comes back empty. The web thus publishes no Celery
+task per message, which was a fifth of a send's CPU (bench/results/before-after-accept-round-four.md).
+
+A notification sent while no worker listens is not kept. So a loop drains whatever is due when it
+starts and after it reconnects, and the sweeper (beat, every MAILSERVICE_DISPATCH_SWEEP_INTERVAL)
+still queues anything left behind, as it does for retries.
+"""
+
+import logging
+import threading
+from collections.abc import Callable
+
+import psycopg
+from django.db import close_old_connections, connection, connections
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "mailservice_dispatch"
+LISTENER_APPLICATION_NAME = "mailservice dispatch listener"  # how it shows in pg_stat_activity
+RECONNECT_SECONDS = (0.5, 1, 2, 5, 10)  # backoff after a lost listening connection, then every 10 s
+POLL_SECONDS = 1.0  # how often the threads look at the stop flag while nothing arrives
+
+
+def wake_dispatchers() -> None:
+    """Notify the listening workers on the current connection, at its commit (e.g. after a bulk insert)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
+
+
+class DispatchLoop:
+    """`threads` threads running `dispatch` (one batch; returns how many messages it handled) when woken,
+    and one thread listening for the notifications that wake them."""
+
+    def __init__(self, *, threads: int, dispatch: Callable[[], int]) -> None:
+        self._dispatch = dispatch
+        self._wakeup = threading.Condition()
+        self._notified = 0  # notifications (and drains) seen; guarded by _wakeup
+        self._stopping = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._listen, name="dispatch-listener", daemon=True),
+            *(threading.Thread(target=self._send, name=f"dispatch-{n}", daemon=True) for n in range(1, threads + 1)),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """Stop waking threads, and wait for the batches in progress to end."""
+        self._stopping.set()
+        with self._wakeup:
+            self._wakeup.notify_all()
+        for thread in self._threads:
+            thread.join()
+
+    def _notify(self) -> None:
+        with self._wakeup:
+            self._notified += 1
+            self._wakeup.notify()
+
+    def _listen(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            wrapper = connections.create_connection("default")  # a connection of its own, outside Django's
+            options = {**wrapper.settings_dict.get("OPTIONS", {}), "application_name": LISTENER_APPLICATION_NAME}
+            wrapper.settings_dict = {**wrapper.settings_dict, "OPTIONS": options}  # a copy: the setting is shared
+            try:
+                wrapper.ensure_connection()
+                listening: psycopg.Connection = wrapper.connection
+                listening.execute(f"LISTEN {CHANNEL}")
+                failures = 0
+                self._notify()  # what was committed while nobody listened
+                while not self._stopping.is_set():
+                    for _ in listening.notifies(timeout=POLL_SECONDS):
+                        self._notify()
+            except Exception:
+                delay = RECONNECT_SECONDS[min(failures, len(RECONNECT_SECONDS) - 1)]
+                failures += 1
+                logger.exception("dispatch: the listening connection failed; listening again in %s s", delay)
+                self._stopping.wait(delay)
+            finally:
+                wrapper.close()
+
+    def _send(self) -> None:
+        covered = 0  # the notifications this thread's last claim began after
+        while True:
+            with self._wakeup:
+                while self._notified == covered and not self._stopping.is_set():
+                    self._wakeup.wait(POLL_SECONDS)
+                if self._stopping.is_set():
+                    return
+            covered = self._drain()
+
+    def _drain(self) -> int:
+        """Send batches until one that began after the last notification handles nothing; returns
+        the count of notifications it began after. (A batch whose messages were all held or given
+        back handles nothing: they are not due again at once, so no thread spins on them.)"""
+        while True:
+            with self._wakeup:
+                began_after = self._notified
+            close_old_connections()
+            try:
+                handled = self._dispatch()
+                if handled:
+                    logger.info("dispatch: a woken batch recorded %d messages", handled)
+            except Exception:
+                logger.exception("dispatch: a batch failed; its messages go back once their lease ends")
+                handled = 0
+                self._stopping.wait(POLL_SECONDS)
+            with self._wakeup:
+                if self._stopping.is_set() or (handled == 0 and self._notified == began_after):
+                    return began_after
