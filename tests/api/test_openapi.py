@@ -299,3 +299,28 @@ def test_a_property_based_run_finds_no_server_error_and_no_response_off_its_sche
         timeout=300,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+
+
+def test_concurrent_first_requests_get_one_document_generated_once(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from drf_spectacular.generators import SchemaGenerator
+
+    from mailservice.api.views import OpenApiDocumentView
+
+    monkeypatch.setattr(OpenApiDocumentView, "_generated", None)  # as in a process that has not served it yet
+    generated, generate = [], SchemaGenerator.get_schema
+    monkeypatch.setattr(SchemaGenerator, "get_schema", lambda *a, **k: generated.append(1) or generate(*a, **k))
+    together = Barrier(8)
+
+    def fetch(_: int) -> tuple[int, bytes]:
+        together.wait()
+        response = Client().get("/v1/openapi.json")
+        return response.status_code, response.content
+
+    with ThreadPoolExecutor(8) as pool:
+        responses = list(pool.map(fetch, range(8)))
+    assert {status for status, _ in responses} == {200}
+    assert len({body for _, body in responses}) == 1
+    assert len(generated) == 1
