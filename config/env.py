@@ -96,7 +96,7 @@ def database_from_url(url: str, base_dir: Path) -> dict:
     if parts.scheme in {"postgres", "postgresql"}:
         options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
         return {
-            "ENGINE": "django.db.backends.postgresql",
+            "ENGINE": "mailservice.postgresql",  # Django's, with a health check without a round trip
             "NAME": unquote(parts.path.lstrip("/")) or "postgres",
             "USER": unquote(parts.username or ""),
             "PASSWORD": unquote(parts.password or ""),
