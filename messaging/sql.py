@@ -71,7 +71,8 @@ def _binding_cursor() -> CursorWrapper:
     """A server-side binding cursor on Django's connection, wrapped as connection.cursor() wraps its
     own, so it is logged and counted like any other query. The parameters travel apart from the
     query text instead of being quoted into it, which costs psycopg less: a send's statement took
-    0.3 to 0.6 ms less of the web server's CPU (bench/results/before-after-accept-round-four.md)."""
+    0.3 to 0.6 ms less of the web server's CPU, and quoting had been a tenth of a dispatch worker's
+    (bench/results/before-after-accept-round-four.md, before-after-dispatch-round-four.md)."""
     connection.close_if_health_check_failed()  # what connection.cursor() would do first
     connection.ensure_connection()
     binding = psycopg.Cursor(connection.connection)
@@ -168,7 +169,7 @@ def dispatch_record_in_one_statement(
     )
     params = [*fields.values(), now, message.pk, Status.ACCEPTED, message.lease_expires_at, now, now]
     params += [value for n, event in enumerate(events) for value in (n, *event)]
-    with connection.cursor() as cursor:
+    with _binding_cursor() as cursor:
         cursor.execute(sql, params)
         # Every outcome carries at least one event, so no row inserted means no row updated: the lease was lost.
         return cursor.rowcount > 0
