@@ -63,7 +63,8 @@ class DispatchLoopStep(bootsteps.StartStopStep):
         dispatches = settings.CELERY_TASK_DEFAULT_QUEUE in worker.app.amqp.queues.consume_from
         if not dispatches or connection.vendor != "postgresql":
             return
-        self.loop = DispatchLoop(threads=worker.concurrency, dispatch=dispatch_woken)
+        batch_size = settings.MAILSERVICE_DISPATCH_BATCH_SIZE
+        self.loop = DispatchLoop(threads=worker.concurrency, dispatch=dispatch_woken, batch_size=batch_size)
         self.loop.start()
 
     def stop(self, worker) -> None:

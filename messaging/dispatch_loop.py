@@ -34,11 +34,12 @@ def wake_dispatchers() -> None:
 
 
 class DispatchLoop:
-    """`threads` threads running `dispatch` (one batch; returns how many messages it handled) when woken,
-    and one thread listening for the notifications that wake them."""
+    """`threads` threads running `dispatch` (one batch of up to `batch_size`; returns how many messages it
+    handled) when woken, and one thread listening for the notifications that wake them. A full batch
+    wakes one more thread, so a backlog behind a single notification is drained by all of them."""
 
-    def __init__(self, *, threads: int, dispatch: Callable[[], int]) -> None:
-        self._dispatch = dispatch
+    def __init__(self, *, threads: int, dispatch: Callable[[], int], batch_size: int) -> None:
+        self._dispatch, self._batch_size = dispatch, batch_size
         self._wakeup = threading.Condition()
         self._notified = 0  # notifications (and drains) seen; guarded by _wakeup
         self._stopping = threading.Event()
@@ -114,5 +115,10 @@ class DispatchLoop:
                 handled = 0
                 self._stopping.wait(POLL_SECONDS)
             with self._wakeup:
-                if self._stopping.is_set() or (handled == 0 and self._notified == began_after):
+                if self._stopping.is_set():
+                    return began_after
+                if handled >= self._batch_size:  # a backlog, perhaps behind one notification: another thread joins
+                    self._notified += 1
+                    self._wakeup.notify()
+                elif handled == 0 and self._notified == began_after:
                     return began_after
