@@ -12,6 +12,7 @@ from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain, SendingCon
 from mailservice.encryption import encrypt_secret
 from mailservice.errors import ErrorCode, TooManyRequests, ValidationFailed
 from mailservice.mailbox import InvalidAddress, canonical_domain
+from messaging.dispatch_loop import wake_dispatchers
 
 # The selector of the key a domain is created with (the one domains had before rotation existed).
 FIRST_DKIM_SELECTOR = "mail"
@@ -132,12 +133,14 @@ def sending_pause(*, domain: Domain | None, actor: str, reason: str = "", automa
 
 
 def sending_resume(*, domain: Domain | None) -> None:
-    """Lift the pause of one domain (an operator's or the safeguard's), or (None) the global one."""
+    """Lift the pause of one domain (an operator's or the safeguard's), or (None) the global one;
+    the workers' dispatch loops are woken at commit to send what the pause held."""
     if domain is None:
         SendingControl.objects.update_or_create(pk=1, defaults={"paused": False, "pause_reason": ""})
-        return
-    domain.sending_paused, domain.auto_paused, domain.pause_reason = False, False, ""
-    domain.save(update_fields=["sending_paused", "auto_paused", "pause_reason", "updated_at"])
+    else:
+        domain.sending_paused, domain.auto_paused, domain.pause_reason = False, False, ""
+        domain.save(update_fields=["sending_paused", "auto_paused", "pause_reason", "updated_at"])
+    wake_dispatchers()
 
 
 def domain_set_allowance(*, domain: Domain, allowance: int | None) -> Domain:

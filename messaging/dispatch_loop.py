@@ -28,7 +28,10 @@ POLL_SECONDS = 1.0  # how often the threads look at the stop flag while nothing 
 
 
 def wake_dispatchers() -> None:
-    """Notify the listening workers on the current connection, at its commit (e.g. after a bulk insert)."""
+    """Notify the listening workers on the current connection, at its commit: messages became due
+    other than by a send (a pause lifted, a bulk insert). Nothing to do elsewhere than on PostgreSQL."""
+    if connection.vendor != "postgresql":
+        return
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
 

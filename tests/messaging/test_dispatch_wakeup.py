@@ -1,6 +1,7 @@
 """On PostgreSQL a send wakes the workers' dispatch loops through the database (messaging/dispatch_loop.py),
 not through a Celery task: the notification comes at commit and only then, and a woken loop sends at once,
-without the sweeper, including after it lost its listening connection or started after the send."""
+without the sweeper, including after it lost its listening connection or started after the send. Lifting
+a pause wakes them too."""
 
 import uuid
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import redis
 from django.conf import settings
 from django.db import connection, connections, transaction
 
-from domains.services import sending_pause
+from domains.services import sending_pause, sending_resume
 from messaging.dispatch_loop import CHANNEL, LISTENER_APPLICATION_NAME
 from messaging.models import Message
 from tests.factories import ApiKeyFactory, DomainFactory
@@ -62,6 +63,17 @@ def test_a_send_rolled_back_or_refused_notifies_nothing(api, domain):
         assert api.post("/v1/send", SEND, format="json").status_code == 503
         assert received(listener) == 0
     assert not Message.objects.exists()
+
+
+@pytest.mark.parametrize("global_switch", [False, True], ids=["a domain's pause", "the global pause"])
+def test_lifting_a_pause_wakes_the_dispatchers_at_commit(domain, global_switch):
+    switch = None if global_switch else domain
+    sending_pause(domain=switch, actor="ops")
+    with listening() as listener:
+        with transaction.atomic():
+            sending_resume(domain=switch)
+            assert received(listener, within=0.3) == 0
+        assert received(listener) == 1
 
 
 def listeners() -> int:
