@@ -44,7 +44,9 @@ class DispatchLoop:
     def __init__(self, *, threads: int, dispatch: Callable[[], int], batch_size: int) -> None:
         self._dispatch, self._batch_size = dispatch, batch_size
         self._wakeup = threading.Condition()
-        self._notified = 0  # notifications (and drains) seen; guarded by _wakeup
+        # Guarded by _wakeup: how many notifications have come, and whether one came that no thread
+        # has yet taken up (a thread that takes it up claims after it, which covers it).
+        self._notifications, self._waiting = 0, False
         self._stopping = threading.Event()
         self._threads = [
             threading.Thread(target=self._listen, name="dispatch-listener", daemon=True),
@@ -65,7 +67,8 @@ class DispatchLoop:
 
     def _notify(self) -> None:
         with self._wakeup:
-            self._notified += 1
+            self._notifications += 1
+            self._waiting = True
             self._wakeup.notify()
 
     def _listen(self) -> None:
@@ -92,22 +95,23 @@ class DispatchLoop:
                 wrapper.close()
 
     def _send(self) -> None:
-        covered = 0  # the notifications this thread's last claim began after
         while True:
             with self._wakeup:
-                while self._notified == covered and not self._stopping.is_set():
+                while not self._waiting and not self._stopping.is_set():
                     self._wakeup.wait(POLL_SECONDS)
                 if self._stopping.is_set():
                     return
-            covered = self._drain()
+                self._waiting = False
+            self._drain()
 
-    def _drain(self) -> int:
-        """Send batches until one that began after the last notification handles nothing; returns
-        the count of notifications it began after. (A batch whose messages were all held or given
-        back handles nothing: they are not due again at once, so no thread spins on them.)"""
+    def _drain(self) -> None:
+        """Send batches until one that began after the last notification handles nothing. (A batch
+        whose messages were all held or given back handles nothing: they are not due again at once,
+        so no thread spins on them.) A notification that comes meanwhile is covered by the next batch,
+        of this thread or of one it wakes."""
         while True:
             with self._wakeup:
-                began_after = self._notified
+                began_after = self._notifications
             close_old_connections()
             try:
                 handled = self._dispatch()
@@ -119,9 +123,9 @@ class DispatchLoop:
                 self._stopping.wait(POLL_SECONDS)
             with self._wakeup:
                 if self._stopping.is_set():
-                    return began_after
+                    return
                 if handled >= self._batch_size:  # a backlog, perhaps behind one notification: another thread joins
-                    self._notified += 1
+                    self._waiting = True
                     self._wakeup.notify()
-                elif handled == 0 and self._notified == began_after:
-                    return began_after
+                elif handled == 0 and self._notifications == began_after:
+                    return
