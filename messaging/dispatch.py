@@ -308,15 +308,29 @@ def _release(messages: list[Message], lease: BatchLease) -> None:
         ).update(lease_expires_at=None, attempts=F("attempts") - 1)
 
 
+@dataclass(frozen=True)
+class BatchCounts:
+    claimed: int  # fewer than the batch size: nothing else was due when the claim ran
+    recorded: int
+
+
 def dispatch_batch(*, public_id: str | None = None, on_slow_down: Callable[[], None] | None = None) -> int:
     """Claim a small batch (`public_id` first), send it over one connection; returns how many were recorded."""
+    return dispatch_batch_counted(public_id=public_id, on_slow_down=on_slow_down).recorded
+
+
+def dispatch_batch_counted(
+    *, public_id: str | None = None, on_slow_down: Callable[[], None] | None = None
+) -> BatchCounts:
+    """dispatch_batch, saying how many messages it claimed as well."""
     claimed_at = time.monotonic()
     messages = dispatch_claim(public_id=public_id, limit=settings.MAILSERVICE_DISPATCH_BATCH_SIZE)
     if not messages:
-        return 0
+        return BatchCounts(claimed=0, recorded=0)
     expires_at = messages[0].lease_expires_at
     assert expires_at is not None  # dispatch_claim sets the lease of every message it returns
-    return send_batch(messages, BatchLease(expires_at=expires_at, checked_at=claimed_at), on_slow_down=on_slow_down)
+    lease = BatchLease(expires_at=expires_at, checked_at=claimed_at)
+    return BatchCounts(claimed=len(messages), recorded=send_batch(messages, lease, on_slow_down=on_slow_down))
 
 
 def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Callable[[], None] | None = None) -> int:

@@ -15,9 +15,13 @@ still queues anything left behind, as it does for retries.
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import psycopg
 from django.db import close_old_connections, connection, connections
+
+if TYPE_CHECKING:
+    from messaging.dispatch import BatchCounts
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +41,11 @@ def wake_dispatchers() -> None:
 
 
 class DispatchLoop:
-    """`threads` threads running `dispatch` (one batch of up to `batch_size`; returns how many messages it
-    handled) when woken, and one thread listening for the notifications that wake them. A full batch
-    wakes one more thread, so a backlog behind a single notification is drained by all of them."""
+    """`threads` threads running `dispatch` (one batch of up to `batch_size`) when woken, and one thread
+    listening for the notifications that wake them. A full batch wakes one more thread, so a backlog
+    behind a single notification is drained by all of them."""
 
-    def __init__(self, *, threads: int, dispatch: Callable[[], int], batch_size: int) -> None:
+    def __init__(self, *, threads: int, dispatch: Callable[[], "BatchCounts"], batch_size: int) -> None:
         self._dispatch, self._batch_size = dispatch, batch_size
         self._wakeup = threading.Condition()
         # Guarded by _wakeup: how many notifications have come, and whether one came that no thread
@@ -105,27 +109,29 @@ class DispatchLoop:
             self._drain()
 
     def _drain(self) -> None:
-        """Send batches until one that began after the last notification handles nothing. (A batch
-        whose messages were all held or given back handles nothing: they are not due again at once,
-        so no thread spins on them.) A notification that comes meanwhile is covered by the next batch,
-        of this thread or of one it wakes."""
+        """Send batches until a claim that began after the last notification comes back short of a full
+        batch (nothing else was due), or one records nothing (all held or given back: not due again at
+        once, so no thread spins on them). A notification that comes meanwhile is covered by the next
+        batch, of this thread or of one it wakes."""
         while True:
             with self._wakeup:
                 began_after = self._notifications
             close_old_connections()
             try:
-                handled = self._dispatch()
-                if handled:
-                    logger.info("dispatch: a woken batch recorded %d messages", handled)
+                counts = self._dispatch()
+                claimed, recorded = counts.claimed, counts.recorded
+                if recorded:
+                    logger.info("dispatch: a woken batch recorded %d messages", recorded)
             except Exception:
                 logger.exception("dispatch: a batch failed; its messages go back once their lease ends")
-                handled = 0
+                claimed = recorded = 0
                 self._stopping.wait(POLL_SECONDS)
+            backlog = claimed >= self._batch_size and recorded > 0
             with self._wakeup:
                 if self._stopping.is_set():
                     return
-                if handled >= self._batch_size:  # a backlog, perhaps behind one notification: another thread joins
+                if backlog:  # perhaps behind a single notification: another thread joins
                     self._waiting = True
                     self._wakeup.notify()
-                elif handled == 0 and self._notifications == began_after:
+                elif self._notifications == began_after:
                     return

@@ -21,9 +21,9 @@ def dispatch_task(public_id: str | None = None) -> int:
     return dispatch.dispatch_batch(public_id=public_id, on_slow_down=_continue_later)
 
 
-def dispatch_woken() -> int:
+def dispatch_woken() -> dispatch.BatchCounts:
     """A batch for a woken thread of the dispatch loop (messaging/dispatch_loop.py), as dispatch_task would send it."""
-    return dispatch.dispatch_batch(on_slow_down=_continue_later)
+    return dispatch.dispatch_batch_counted(on_slow_down=_continue_later)
 
 
 def _continue_later() -> None:
