@@ -5,7 +5,7 @@ a pause wakes them too."""
 
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import httpx
 import psycopg
@@ -18,7 +18,7 @@ from domains.services import sending_pause, sending_resume
 from messaging.dispatch_loop import CHANNEL, LISTENER_APPLICATION_NAME
 from messaging.models import Message
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.harness import FAST_DISPATCH, celery_worker, smtp_sink, wait_until, web_server
+from tests.harness import FAST_DISPATCH, celery_worker, free_port, redis_server, smtp_sink, wait_until, web_server
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -119,6 +119,24 @@ def test_a_send_is_dispatched_by_the_loop_without_a_task_even_when_its_worker_st
         assert broker.llen(queue) == 0
     statuses = dict(Message.objects.values_list("public_id", "status"))
     assert statuses == {first: "delivered", second: "delivered", third: "delivered"}
+
+
+@pytest.mark.live
+def test_a_running_worker_still_sends_while_redis_is_down():
+    domain = DomainFactory(name="acme.example.com")
+    headers = {"Authorization": f"Bearer {ApiKeyFactory(domain=domain).secret}"}
+    port = free_port()
+    redis_url = f"redis://127.0.0.1:{port}/0"
+    env = NO_SWEEPER | {"REDIS_URL": redis_url, "CELERY_BROKER_URL": redis_url}
+    with ExitStack() as stack:
+        sink = stack.enter_context(smtp_sink())
+        base_url = stack.enter_context(web_server(workers=1, EMAIL_URL=sink.url, **env))
+        with redis_server(port):  # up while the worker starts, then gone
+            worker = stack.enter_context(celery_worker(beat=False, EMAIL_URL=sink.url, **env))
+            worker.wait_ready()
+        response = httpx.post(f"{base_url}/v1/send", headers=headers, json=SEND, timeout=30)
+        assert response.status_code == 200, response.text
+        wait_until(lambda: len(sink.received) == 1, timeout=15, message=f"the send ({worker.log_path})")
 
 
 @pytest.mark.live
