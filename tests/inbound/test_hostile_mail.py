@@ -33,6 +33,11 @@ LINE_BREAKS_BOUNCE = (
 ANCHOR_HTML = (
     b"From: a@example.org\r\nTo: help@acme.example.com\r\nSubject: html\r\nContent-Type: text/html\r\n\r\n"
 ) + b"<a\n" * (64 * 1024 // 3)  # 64 KB
+ORDINARY_BOUNCE = (
+    b"From: MAILER-DAEMON@mx.example.org\r\nTo: fbl@"
+    + RETURN_PATH_DOMAIN.encode()
+    + b"\r\nSubject: failure notice\r\n\r\n"
+) + b"The quick brown fox jumps over the lazy dog, again and again and again.\r\n" * 1_100  # 80 KB
 SECOND = 1.0
 WORKERS = 4
 # The documented bound (README, Inbound mail): a message being received and stored costs at most
@@ -55,10 +60,15 @@ def best_of_three(function, *args) -> float:
     [LINE_BREAKS_BOUNCE, ANCHOR_HTML, b"From: MAILER-DAEMON@x.example\r\n\r\n" + b"a" * 80_000],
     ids=["80-KB-of-line-breaks", "64-KB-of-anchors", "80-KB-line"],
 )
-def test_pathological_mail_is_parsed_in_under_100_ms(raw):
-    """What the server does with each message: one parse for both the stored fields and the report."""
-    parse = partial(inbound_parse, raw=raw, envelope_from="", deadline=time.monotonic() + 60)
-    assert best_of_three(parse) < 0.1
+def test_pathological_mail_is_parsed_within_ten_times_an_ordinary_bounce_of_its_size(raw):
+    """What the server does with each message: one parse for both the stored fields and the report.
+
+    Against a bounce of ordinary lines parsed on the same machine, not a fixed time: a machine of
+    this kind 2.5 times slower per core took 129 ms for the line breaks under load, 72 ms idle, against
+    28 ms for the ordinary bounce. The quadratic parse they catch took seconds."""
+    deadline = time.monotonic() + 60
+    ordinary = best_of_three(partial(inbound_parse, raw=ORDINARY_BOUNCE, envelope_from="", deadline=deadline))
+    assert best_of_three(partial(inbound_parse, raw=raw, envelope_from="", deadline=deadline)) < 10 * ordinary
 
 
 def test_the_pure_classifier_and_received_mail_parser_are_linear_too():
