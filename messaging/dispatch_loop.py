@@ -4,8 +4,9 @@ On PostgreSQL, the statement that stores a send (messaging/sql.py) ends with NOT
 which PostgreSQL delivers at commit, and only then, to every connection listening on the
 database. Each Celery worker that consumes the default queue runs one DispatchLoop
 (config/celery.py): a connection of its own LISTENs, and every notification wakes an idle thread,
-which claims and sends batches until a claim comes back empty. The web thus publishes no Celery
-task per message, which was a fifth of a send's CPU (bench/results/before-after-accept-round-four.md).
+which claims and sends batches until a claim comes back short of a full batch. The web thus publishes
+no Celery task per message, which was a fifth of the machine's CPU per send
+(bench/results/before-after-accept-round-four.md).
 
 A notification sent while no worker listens is not kept. So a loop drains whatever is due when it
 starts and after it reconnects, and the sweeper (beat, every MAILSERVICE_DISPATCH_SWEEP_INTERVAL)
