@@ -30,13 +30,15 @@ WORKERS, THREADS = 2, 5  # as scenario 2
 ROUNDS, ROUND_SIZE, ROUND_GAP = 5, 10, 0.2  # domain B's sends: 5 rounds of 10, 0.2 s apart
 
 
-def _queue(domain, count: int, *, subject: str = "Newsletter") -> list[str]:
+def _queue(domain, count: int, *, subject: str = "Newsletter") -> None:
+    """`count` accepted messages of `domain`, due now, then the workers woken as a send's statement wakes them."""
     from django.utils import timezone
 
+    from messaging.dispatch_loop import wake_dispatchers
     from messaging.models import Direction, Message, Status
 
     now = timezone.now()
-    rows = Message.objects.bulk_create(
+    Message.objects.bulk_create(
         (
             Message(
                 domain=domain,
@@ -52,7 +54,7 @@ def _queue(domain, count: int, *, subject: str = "Newsletter") -> list[str]:
         ),
         batch_size=2000,
     )
-    return [row.public_id for row in rows]
+    wake_dispatchers()
 
 
 @contextmanager
@@ -73,13 +75,6 @@ def _workers(env: dict[str, str], *, beat: bool = False) -> Iterator[None]:
             message="the Celery workers",
         )
         yield
-
-
-def _wake() -> None:
-    """Wake the workers' dispatch loops, as the statement of every send does (messaging/dispatch_loop.py)."""
-    from messaging.dispatch_loop import wake_dispatchers
-
-    wake_dispatchers()
 
 
 def _delivered(domain) -> int:
@@ -144,11 +139,9 @@ def _fairness_run(ctx: Context, backlog: int, sink_port: int) -> dict[str, float
     with _workers(env):
         _queue(busy, backlog)
         started = time.monotonic()
-        _wake()
         _wait(lambda: _delivered(busy) > 0, timeout=60, what="dispatch to start")
         for _ in range(ROUNDS):
             _queue(other, ROUND_SIZE, subject="Password reset")
-            _wake()
             time.sleep(ROUND_GAP)
         total = ROUNDS * ROUND_SIZE
         _wait(lambda: _delivered(other) == total, timeout=120, what="domain B's messages")
@@ -247,7 +240,6 @@ def _held_rate(ctx: Context, rate: int, seconds: float, *, count: int = 0) -> fl
     _fresh_state(ctx.services.redis_url)
     with discard_sink() as sink, _workers(_env(ctx, sink.port, queue, MAILSERVICE_RELAY_RATE=str(rate))):
         _queue(domain, count)
-        _wake()
         _wait(lambda: _delivered(domain) == count, timeout=30 + 3 * seconds, what=f"{count} messages at {rate}/s")
     _forget_queue(ctx.services.redis_url, queue)
     # The middle of the run: past the first half second (start-up), before the last tenth (the last
@@ -282,7 +274,6 @@ def _slow_down_run(ctx: Context, args: argparse.Namespace) -> dict:
     limits = {"MAILSERVICE_RELAY_RATE": str(rate), "MAILSERVICE_RELAY_RATE_STEP": str(args.step)}
     with discard_sink(*throttle) as sink, _workers(_env(ctx, sink.port, queue, **limits), beat=True):
         _queue(domain, count)
-        _wake()
         deadline = time.monotonic() + 60 + 3 * count / rate
         while _delivered(domain) < count:
             if time.monotonic() > deadline:

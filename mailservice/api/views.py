@@ -294,8 +294,8 @@ class MessageAttachmentView(APIView):
 class OpenApiDocumentView(SpectacularJSONAPIView):
     """GET /v1/openapi.json: the document generated once per process, then served from memory.
 
-    It is the same for every request (public, no authentication), generating it took 27 ms of CPU
-    (a send takes 4), and drf-spectacular's generator is not safe in two threads at once: two first
+    It is the same for every request (public, no authentication), generating it took 27 ms of CPU,
+    several sends' worth, and drf-spectacular's generator is not safe in two threads at once: two first
     requests together failed with a 500 (drf-spectacular issue #1122)."""
 
     authentication_classes: list = []
