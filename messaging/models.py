@@ -25,8 +25,9 @@ class Status(models.TextChoices):
 
 
 class Message(models.Model):
-    public_id = models.CharField(max_length=40, unique=True, default=_message_public_id, editable=False)
-    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="messages")
+    public_id = models.CharField(max_length=40, default=_message_public_id, editable=False)
+    # No index of its own: message_list_idx starts with the domain.
+    domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="messages", db_index=False)
     direction = models.CharField(max_length=8, choices=Direction.choices)
     status = models.CharField(max_length=10, choices=Status.choices)
 
@@ -38,7 +39,10 @@ class Message(models.Model):
     subject = models.TextField(blank=True)
     text = models.TextField(null=True, blank=True)
     html = models.TextField(null=True, blank=True)
-    template = models.ForeignKey(Template, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # Indexed only where set (message_template_idx), for a template's deletion.
+    template = models.ForeignKey(
+        Template, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
     template_version = models.PositiveIntegerField(null=True, blank=True)
     is_test = models.BooleanField(
         default=False, help_text="Sent with a test key: never handed to SMTP, its outcome simulated"
@@ -66,6 +70,9 @@ class Message(models.Model):
 
     class Meta:
         constraints = [
+            # A constraint rather than unique=True, which on PostgreSQL adds a second index for LIKE
+            # that no query uses: each index is written again by every INSERT and every UPDATE of a status.
+            models.UniqueConstraint(fields=["public_id"], name="message_public_id_unique"),
             models.CheckConstraint(
                 condition=models.Q(direction="received", status__in=["received"])
                 | models.Q(direction="sent", status__in=["accepted", "delivered", "bounced", "complained", "failed"]),
@@ -86,6 +93,8 @@ class Message(models.Model):
                 condition=models.Q(status="accepted"),
                 name="message_pending_domain_idx",
             ),
+            # deleting a template sets its messages' template to NULL; most messages have none
+            models.Index(fields=["template"], condition=models.Q(template__isnull=False), name="message_template_idx"),
         ]
 
     def __str__(self) -> str:
