@@ -14,10 +14,12 @@ import argparse
 import json
 import os
 from collections import defaultdict
+from contextlib import nullcontext
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from bench import plots
+from bench.budget import CpuBudget, pids_of
 from bench.load import LoadResult, Target, make_target, run_load
 from bench.report import Ratio, Section, ms
 from bench.scenario import Context, Scenario
@@ -33,7 +35,7 @@ def _bodies(domain: str) -> dict[str, bytes]:
     words = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. "
     long_text = (words * (BODY_CHARACTERS // len(words) + 1))[:BODY_CHARACTERS]
     variants = {
-        "1 recipient": {**base, "to": "customer@example.org"},
+        ONE_RECIPIENT: {**base, "to": "customer@example.org"},
         "50 recipients": {**base, "to": [f"customer{i}@example.org" for i in range(50)]},
         "100 000-char body": {**base, "to": "customer@example.org", "text": long_text},
     }
@@ -42,6 +44,7 @@ def _bodies(domain: str) -> dict[str, bytes]:
 
 # The targets in the order they alternate, and the names the results file gives them.
 BARE, AUTHENTICATED, SEND = "bare ceiling", "authenticated ceiling", "POST /v1/send"
+ONE_RECIPIENT = "1 recipient"
 
 
 @dataclass
@@ -49,6 +52,7 @@ class AcceptRun:
     results: dict[str, dict[str, LoadResult]]  # target -> body -> load
     half_peak: LoadResult
     half_peak_rate: float
+    budgets: dict[str, CpuBudget]  # target -> where the machine's CPU went in its one-recipient measurements
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,10 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--open-seconds", type=int, default=10, help="length of the half-peak open-loop run")
 
 
-def _load(target: Target, pid: int, **load) -> LoadResult:
-    """run_load, with the CPU seconds the server's process tree used meanwhile."""
+def _load(target: Target, pid: int, budget: CpuBudget | None = None, **load) -> LoadResult:
+    """run_load, with the CPU seconds the server's process tree used meanwhile (and the machine's, into `budget`)."""
     before = tree_cpu_seconds(pid)
-    result = run_load(target, **load)
+    with budget.measuring() if budget is not None else nullcontext():
+        result = run_load(target, **load)
     result.server_cpu = tree_cpu_seconds(pid) - before
     return result
 
@@ -87,6 +92,7 @@ def measure(args: argparse.Namespace, env: dict[str, str], *, domain: str) -> Ac
             SEND: (send_url, "/v1/send"),
         }
         pids = {name: serving_pid(urlsplit(url).port or 80) for name, (url, _) in routes.items()}
+        budgets = {name: CpuBudget({"gunicorn": pids_of(pid)}) for name, pid in pids.items()}
         targets = {
             body_name: {
                 name: make_target(url, method="POST", paths=[path], token=token, body=body)
@@ -101,20 +107,29 @@ def measure(args: argparse.Namespace, env: dict[str, str], *, domain: str) -> Ac
         for _ in range(args.rounds):
             for body_name, per_target in targets.items():
                 for name, target in per_target.items():
+                    budget = budgets[name] if body_name == ONE_RECIPIENT else None
                     load = _load(
-                        target, pids[name], total=per_round, concurrency=args.concurrency, processes=args.clients
+                        target,
+                        pids[name],
+                        budget,
+                        total=per_round,
+                        concurrency=args.concurrency,
+                        processes=args.clients,
                     )
                     results[name][body_name].merge(load)
-        rate = results[SEND]["1 recipient"].throughput / 2
+        rate = results[SEND][ONE_RECIPIENT].throughput / 2
         half_peak = _load(
-            targets["1 recipient"][SEND],
+            targets[ONE_RECIPIENT][SEND],
             pids[SEND],
             total=max(1, int(rate * args.open_seconds)),
             rate=rate,
             processes=args.clients,
         )
     return AcceptRun(
-        results={name: dict(by_body) for name, by_body in results.items()}, half_peak=half_peak, half_peak_rate=rate
+        results={name: dict(by_body) for name, by_body in results.items()},
+        half_peak=half_peak,
+        half_peak_rate=rate,
+        budgets=budgets,
     )
 
 
@@ -138,13 +153,13 @@ def section(run: AcceptRun, args: argparse.Namespace, *, title: str, summary: st
     result.rows.append(
         [
             f"POST /v1/send, open loop at {run.half_peak_rate:.0f}/s (half the peak)",
-            "1 recipient",
+            ONE_RECIPIENT,
             *_cells(run.half_peak),
         ]
     )
     for body_name in send:
         to_bare = send[body_name].throughput / max(bare[body_name].throughput, 1e-9)
-        has_goal = body_name == "1 recipient"
+        has_goal = body_name == ONE_RECIPIENT
         result.ratios.append(
             Ratio(
                 f"send / bare ceiling throughput, {body_name}",
@@ -156,7 +171,7 @@ def section(run: AcceptRun, args: argparse.Namespace, *, title: str, summary: st
     for body_name in send:
         to_authenticated = send[body_name].throughput / max(authenticated[body_name].throughput, 1e-9)
         result.ratios.append(Ratio(f"send / authenticated ceiling throughput, {body_name}", to_authenticated))
-    cpu_ratio = send["1 recipient"].per_core / max(bare["1 recipient"].per_core, 1e-9)
+    cpu_ratio = send[ONE_RECIPIENT].per_core / max(bare[ONE_RECIPIENT].per_core, 1e-9)
     result.ratios.append(Ratio("send / bare ceiling requests per CPU second, 1 recipient", cpu_ratio))
     p99 = run.half_peak.percentile_ms(99)
     result.ratios.append(Ratio("p99 at half the peak / 50 ms", p99 / 50, "< 1 (p99 under 50 ms)", p99 < 50))
@@ -173,6 +188,11 @@ def section(run: AcceptRun, args: argparse.Namespace, *, title: str, summary: st
         "successful request; requests/s per core is its inverse. The goal is on throughput (send / bare); the CPU "
         "ratio is the steadier figure on a shared machine, but it leaves out the time PostgreSQL and Redis spend, "
         "which the send path has more of than the ceilings.",
+        *(
+            run.budgets[name].note(what=f"{name}, one recipient", unit="request", count=count)
+            for name in (SEND, BARE)
+            if (count := run.results[name][ONE_RECIPIENT].ok) > 0
+        ),
         f"The busiest load generator process used {busiest:.0%} of a core: "
         + (
             "it was not the bottleneck."

@@ -16,6 +16,7 @@ as many threads as django-post-office's default per process. Against:
 
 import argparse
 import json
+import resource
 import secrets
 import smtplib
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from bench import plots
+from bench.budget import CpuBudget, pids_of
 from bench.report import Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
 from bench.stack import ROOT, BenchError, cpu_seconds, discard_sink, empty_database, rss_mib, server_env
@@ -65,6 +67,7 @@ class Run:
     sink_cpu: float  # the sink's CPU seconds per wall second during the run
     rss: dict[str, list[float]] = field(default_factory=dict)  # when -> MiB per worker process
     worker_cpu: float = 0.0  # the workers' CPU seconds per message
+    budget: str = ""  # where the machine's CPU went (bench/budget.py)
 
     @property
     def rate(self) -> float:
@@ -151,23 +154,33 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
         _messages(domain, args.messages)
         sink_before, workers_before = cpu_seconds(sink_pid), sum(cpu_seconds(pid) for pid in pids)
         measured = Message.objects.filter(domain=domain)
-        wake_dispatchers()
-        while not measured.filter(attempts__gt=0).exists():
-            time.sleep(POLL)
-        started = datetime.now(UTC)
-        at = min(RSS_AFTER, args.messages)
+        budget = CpuBudget({"Celery workers": pids_of(*pids), "sink": pids_of(sink_pid)})
+        with budget.measuring():
+            wake_dispatchers()
+            while not measured.filter(attempts__gt=0).exists():
+                time.sleep(POLL)
+            started = datetime.now(UTC)
+            at = min(RSS_AFTER, args.messages)
 
-        def read_rss() -> None:
-            rss[f"after {at:,} messages"] = [rss_mib(pid) for pid in pids]
+            def read_rss() -> None:
+                rss[f"after {at:,} messages"] = [rss_mib(pid) for pid in pids]
 
-        _wait_delivered(domain, args.messages, timeout=60 + args.messages / 20, at=at, on_reaching=read_rss)
+            _wait_delivered(domain, args.messages, timeout=60 + args.messages / 20, at=at, on_reaching=read_rss)
         rss[f"after {args.messages:,} messages"] = [rss_mib(pid) for pid in pids]
         worker_cpu = (sum(cpu_seconds(pid) for pid in pids) - workers_before) / args.messages
         finished = MessageEvent.objects.filter(message__domain=domain, type=EventType.DELIVERED).aggregate(
             last=Max("created_at")
         )["last"]
     seconds = (finished - started).total_seconds()
-    return Run(seconds, args.messages, (cpu_seconds(sink_pid) - sink_before) / seconds, rss, worker_cpu)
+    sink_cpu = (cpu_seconds(sink_pid) - sink_before) / seconds
+    return Run(
+        seconds,
+        args.messages,
+        sink_cpu,
+        rss,
+        worker_cpu,
+        budget.note(what="the product", unit="message", count=args.messages),
+    )
 
 
 def _ceiling(count: int, port: int, sink_pid: int) -> Run:
@@ -223,12 +236,16 @@ def _post_office(args: argparse.Namespace, database_url: str, port: int, sink_pi
             raise BenchError(f"dispatch: queueing in django-post-office failed:\n{queued.stderr[-2000:]}")
         lockfile = ROOT / "var" / f"post-office-{secrets.token_hex(4)}"
         command = [sys.executable, "-m", "django", "send_queued_mail", "--processes", str(args.workers)]
+        budget = CpuBudget({"sink": pids_of(sink_pid)})
         with psycopg.connect(url, autocommit=True) as db:
-            sink_before, launched = cpu_seconds(sink_pid), time.perf_counter()
-            done = subprocess.run(
-                [*command, "--lockfile", str(lockfile)], cwd=ROOT, env=env, capture_output=True, text=True
-            )
+            sink_before, launched, children = cpu_seconds(sink_pid), time.perf_counter(), _children_cpu_seconds()
+            with budget.measuring():
+                done = subprocess.run(
+                    [*command, "--lockfile", str(lockfile)], cwd=ROOT, env=env, capture_output=True, text=True
+                )
             wall = time.perf_counter() - launched
+            # Its processes have exited: their CPU is what this process's waited-for children used.
+            budget.spent = {"django-post-office (start-up included)": _children_cpu_seconds() - children} | budget.spent
             # post_office.models.STATUS: sent is 0. Each process marks a chunk sent at once, with one timestamp.
             chunks = db.execute(
                 "SELECT last_updated, count(*) FROM post_office_email WHERE status = 0 GROUP BY 1 ORDER BY 1"
@@ -237,10 +254,16 @@ def _post_office(args: argparse.Namespace, database_url: str, port: int, sink_pi
         if done.returncode != 0 or sent != args.messages:
             raise BenchError(f"dispatch: post_office sent {sent} of {args.messages}:\n{done.stderr[-2000:]}")
     sink_cpu = (cpu_seconds(sink_pid) - sink_before) / wall
+    note = budget.note(what="django-post-office over its whole command", unit="message", count=sent)
     if len(chunks) < 3:  # too few to time from the inside: the command's wall time, start-up included
-        return Run(wall, sent, sink_cpu)
+        return Run(wall, sent, sink_cpu, budget=note)
     # From the end of its first chunk to the end of its last: the messages after the first chunk.
-    return Run((chunks[-1][0] - chunks[0][0]).total_seconds(), sent - chunks[0][1], sink_cpu)
+    return Run((chunks[-1][0] - chunks[0][0]).total_seconds(), sent - chunks[0][1], sink_cpu, budget=note)
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _rss_note(rss: dict[str, list[float]]) -> str:
@@ -308,6 +331,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     busiest = max(result.sink_cpu for _, result in rows)
     section.notes += [
         _rss_note(product.rss),
+        product.budget,
+        peer.budget,
         f"The workers used {product.worker_cpu * 1000:.1f} ms of CPU per message (all worker processes together, "
         f"/proc): {1 / max(product.worker_cpu, 1e-9):.0f} messages per CPU second, their rate on one core.",
         "The product is timed from the first claim (a message's attempt count moves, polled every 5 ms) to the "

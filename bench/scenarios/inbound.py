@@ -14,10 +14,12 @@ import smtplib
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 
 from bench import plots
+from bench.budget import CpuBudget, pids_of
 from bench.report import Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
 from bench.stack import BenchError, discard_sink, server_env, serving_pid, tree_cpu_seconds
@@ -63,10 +65,11 @@ CPU_NOTE = (
 )
 
 
-def measured(pid: int, load: Callable[[], Load]) -> Load:
-    """`load()`, with the CPU seconds the server `pid` used meanwhile."""
+def measured(pid: int, load: Callable[[], Load], budget: CpuBudget | None = None) -> Load:
+    """`load()`, with the CPU seconds the server `pid` used meanwhile (and the machine's, into `budget`)."""
     before = tree_cpu_seconds(pid)
-    result = load()
+    with budget.measuring() if budget is not None else nullcontext():
+        result = load()
     result.server_cpu = tree_cpu_seconds(pid) - before
     return result
 
@@ -134,10 +137,16 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     with discard_sink() as sink, inbound_smtp_server(**env) as port:
         _load(port, args.clients * 2, args.clients, 0)  # warm-up: connections, imports, the first queries
         warmup, pid = args.clients * 2, serving_pid(port)
+        budgets = {
+            "ceiling": CpuBudget({"bare aiosmtpd": pids_of(sink.pid)}),
+            "product": CpuBudget({"run_inbound_smtp": pids_of(pid)}),
+        }
         for i in range(args.rounds):
-            _merge(ceiling, measured(sink.pid, partial(_load, sink.port, per_round, args.clients, 0)))
+            _merge(
+                ceiling, measured(sink.pid, partial(_load, sink.port, per_round, args.clients, 0), budgets["ceiling"])
+            )
             offset = warmup + i * per_round
-            _merge(product, measured(pid, partial(_load, port, per_round, args.clients, offset)))
+            _merge(product, measured(pid, partial(_load, port, per_round, args.clients, offset), budgets["product"]))
     stored = Message.objects.filter(domain=domain, direction=Direction.RECEIVED).count() - warmup
     if stored != product.sent:
         raise BenchError(f"inbound: the server answered 250 to {product.sent} messages but stored {stored}")
@@ -157,7 +166,12 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     ratio = product.rate / ceiling.rate
     section.ratios.append(Ratio("run_inbound_smtp / bare aiosmtpd", ratio, ">= 0.5", ratio >= 0.5))
     busiest = max(ceiling.client_cpu + product.client_cpu)
-    section.notes += [CPU_NOTE, bottleneck_note("The busiest client process", busiest, hint="; try more --clients.")]
+    section.notes += [
+        CPU_NOTE,
+        budgets["product"].note(what="run_inbound_smtp's rounds", unit="message", count=product.sent),
+        budgets["ceiling"].note(what="the bare aiosmtpd's rounds", unit="message", count=ceiling.sent),
+        bottleneck_note("The busiest client process", busiest, hint="; try more --clients."),
+    ]
     rates = {"ceiling: bare aiosmtpd": ceiling.rate, "run_inbound_smtp": product.rate}
     section.plots.append(plots.rates(ctx.output / "inbound.png", rates, title="4. Inbound: messages per second"))
     return [section]

@@ -49,6 +49,8 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert "EXPLAIN (ANALYZE, BUFFERS) of the query that finds one purge batch" in results
     assert "send / bare ceiling throughput, 1 recipient" in results and "requests/s per core" in results
     assert "product / bare httpx loop, deliveries per second" in results and "(flat)" in results
+    # Where the machine's CPU went, for the product and its ceiling or peer in scenarios 1, 2, 4 and 5.
+    assert results.count("Where the CPU went") == 8 and "PostgreSQL" in results
     assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
     plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "submission.png"}
     plots |= {"fairness.png", "relay.png"}
