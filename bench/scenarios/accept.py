@@ -21,9 +21,10 @@ from urllib.parse import urlsplit
 from bench import plots
 from bench.budget import CpuBudget, pids_of
 from bench.load import LoadResult, Target, make_target, run_load
+from bench.profile import Profile, excerpt, profiling
 from bench.report import Ratio, Section, ms
 from bench.scenario import Context, Scenario
-from bench.stack import create_key, server, server_env, serving_pid, tree_cpu_seconds
+from bench.stack import ROOT, create_key, process_tree, server, server_env, serving_pid, tree_cpu_seconds
 
 DOMAIN = "accept.bench.example"
 BODY_CHARACTERS = 100_000
@@ -53,6 +54,7 @@ class AcceptRun:
     half_peak: LoadResult
     half_peak_rate: float
     budgets: dict[str, CpuBudget]  # target -> where the machine's CPU went in its one-recipient measurements
+    profile: Profile  # the send path's workers, in an extra untimed load
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rounds", type=int, default=4, help="alternating rounds the requests are split over")
     parser.add_argument("--open-seconds", type=int, default=10, help="length of the half-peak open-loop run")
+    parser.add_argument(
+        "--profile-seconds", type=int, default=5, help="py-spy profile of the send path's workers, untimed (0: none)"
+    )
 
 
 def _load(target: Target, pid: int, budget: CpuBudget | None = None, **load) -> LoadResult:
@@ -125,11 +130,20 @@ def measure(args: argparse.Namespace, env: dict[str, str], *, domain: str) -> Ac
             rate=rate,
             processes=args.clients,
         )
+        profile = Profile()
+        if args.profile_seconds > 0:
+            workers = process_tree(pids[SEND])[1:]  # the gunicorn master only forwards signals
+            with profiling(workers, seconds=args.profile_seconds, into=profile, workdir=ROOT / "var"):
+                total = int(2 * rate * (args.profile_seconds + 2))  # at the peak, for longer than the profile
+                run_load(
+                    targets[ONE_RECIPIENT][SEND], total=total, concurrency=args.concurrency, processes=args.clients
+                )
     return AcceptRun(
         results={name: dict(by_body) for name, by_body in results.items()},
         half_peak=half_peak,
         half_peak_rate=rate,
         budgets=budgets,
+        profile=profile,
     )
 
 
@@ -201,6 +215,8 @@ def section(run: AcceptRun, args: argparse.Namespace, *, title: str, summary: st
         ),
     ]
     result.plots.append(plots.accept(ctx.output / plot, run.results, title=title))
+    if args.profile_seconds > 0:
+        result.details.append(excerpt(run.profile, what="POST /v1/send's gunicorn workers, one recipient"))
     return result
 
 
@@ -218,6 +234,6 @@ SCENARIO = Scenario(
     name="accept",
     help="POST /v1/send throughput and latency against the framework ceiling",
     add_arguments=add_arguments,
-    tiny={"requests": 20, "rounds": 1, "concurrency": 2, "workers": 1, "open_seconds": 1},
+    tiny={"requests": 20, "rounds": 1, "concurrency": 2, "workers": 1, "open_seconds": 1, "profile_seconds": 0},
     run=run,
 )

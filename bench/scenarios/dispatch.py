@@ -30,6 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from bench import plots
 from bench.budget import CpuBudget, pids_of
+from bench.profile import Profile, excerpt, profiling
 from bench.report import Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
 from bench.stack import ROOT, BenchError, cpu_seconds, discard_sink, empty_database, rss_mib, server_env
@@ -58,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default 5, post_office's default)",
     )
     parser.add_argument("--warmup", type=int, default=200, help="messages sent first, untimed (default 200)")
+    parser.add_argument(
+        "--profile-seconds",
+        type=int,
+        default=5,
+        help="py-spy profile of the workers, on more messages, untimed (0: none)",
+    )
 
 
 @dataclass
@@ -68,6 +75,7 @@ class Run:
     rss: dict[str, list[float]] = field(default_factory=dict)  # when -> MiB per worker process
     worker_cpu: float = 0.0  # the workers' CPU seconds per message
     budget: str = ""  # where the machine's CPU went (bench/budget.py)
+    profile: Profile = field(default_factory=Profile)  # the workers, while they drained more messages, untimed
 
     @property
     def rate(self) -> float:
@@ -171,8 +179,15 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
         finished = MessageEvent.objects.filter(message__domain=domain, type=EventType.DELIVERED).aggregate(
             last=Max("created_at")
         )["last"]
-    seconds = (finished - started).total_seconds()
-    sink_cpu = (cpu_seconds(sink_pid) - sink_before) / seconds
+        seconds = (finished - started).total_seconds()
+        sink_cpu = (cpu_seconds(sink_pid) - sink_before) / seconds
+        profile = Profile()
+        if args.profile_seconds > 0:  # more messages than the workers send meanwhile, at the rate just measured
+            extra = int(args.messages / budget.wall * (args.profile_seconds + 2))
+            _messages(domain, extra)
+            with profiling(pids, seconds=args.profile_seconds, into=profile, workdir=ROOT / "var"):
+                wake_dispatchers()
+            _wait_delivered(domain, args.messages + extra, timeout=60 + extra / 20, at=0, on_reaching=lambda: None)
     return Run(
         seconds,
         args.messages,
@@ -180,6 +195,7 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
         rss,
         worker_cpu,
         budget.note(what="the product", unit="message", count=args.messages),
+        profile,
     )
 
 
@@ -345,6 +361,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     ]
     rates = {name: result.rate for name, result in rows}
     section.plots.append(plots.rates(ctx.output / "dispatch.png", rates, title="2. Dispatch: messages per second"))
+    if args.profile_seconds > 0:
+        section.details.append(excerpt(product.profile, what="the Celery workers sending"))
     return [section]
 
 
@@ -352,6 +370,6 @@ SCENARIO = Scenario(
     name="dispatch",
     help="accepted messages drained by the Celery workers, against smtplib and django-post-office",
     add_arguments=add_arguments,
-    tiny={"messages": 50, "warmup": 10},
+    tiny={"messages": 50, "warmup": 10, "profile_seconds": 0},
     run=run,
 )

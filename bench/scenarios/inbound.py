@@ -20,9 +20,10 @@ from functools import partial
 
 from bench import plots
 from bench.budget import CpuBudget, pids_of
+from bench.profile import Profile, excerpt, profiling
 from bench.report import Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
-from bench.stack import BenchError, discard_sink, server_env, serving_pid, tree_cpu_seconds
+from bench.stack import ROOT, BenchError, discard_sink, server_env, serving_pid, tree_cpu_seconds
 
 DOMAIN = "inbound.bench.example"
 SENDER = "customer@example.org"
@@ -78,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--messages", type=int, default=5000, help="messages per server (default 5000)")
     parser.add_argument("--clients", type=int, default=4, help="client processes, one connection each (default 4)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds the messages are split over")
+    parser.add_argument(
+        "--profile-seconds", type=int, default=5, help="py-spy profile of the server in an extra round (0: none)"
+    )
 
 
 def _client(port: int, count: int, offset: int) -> tuple[float, float, int, int, float]:
@@ -147,7 +151,12 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
             )
             offset = warmup + i * per_round
             _merge(product, measured(pid, partial(_load, port, per_round, args.clients, offset), budgets["product"]))
-    stored = Message.objects.filter(domain=domain, direction=Direction.RECEIVED).count() - warmup
+        profile, profiled = Profile(), 0
+        if args.profile_seconds > 0:  # at the rate just measured, for longer than the profile
+            count = int(product.rate * (args.profile_seconds + 2))
+            with profiling([pid], seconds=args.profile_seconds, into=profile, workdir=ROOT / "var"):
+                profiled = _load(port, count, args.clients, warmup + args.rounds * per_round).sent
+    stored = Message.objects.filter(domain=domain, direction=Direction.RECEIVED).count() - warmup - profiled
     if stored != product.sent:
         raise BenchError(f"inbound: the server answered 250 to {product.sent} messages but stored {stored}")
     section = Section(
@@ -174,6 +183,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     ]
     rates = {"ceiling: bare aiosmtpd": ceiling.rate, "run_inbound_smtp": product.rate}
     section.plots.append(plots.rates(ctx.output / "inbound.png", rates, title="4. Inbound: messages per second"))
+    if args.profile_seconds > 0:
+        section.details.append(excerpt(profile, what="run_inbound_smtp"))
     return [section]
 
 
@@ -181,6 +192,6 @@ SCENARIO = Scenario(
     name="inbound",
     help="messages per second accepted by run_inbound_smtp, against a bare aiosmtpd handler",
     add_arguments=add_arguments,
-    tiny={"messages": 30, "clients": 2, "rounds": 1},
+    tiny={"messages": 30, "clients": 2, "rounds": 1, "profile_seconds": 0},
     run=run,
 )
