@@ -27,7 +27,8 @@ def test_the_excerpt_names_the_busy_project_function_and_its_components(tmp_path
 
 
 def test_raw_stacks_are_summed_by_stack():
-    raw = "main (app.py:1);work (messaging/dispatch.py:9) 3\nmain (app.py:1);work (messaging/dispatch.py:9) 2\nbad line\n"
+    stack = "main (app.py:1);work (messaging/dispatch.py:9)"
+    raw = f"{stack} 3\n{stack} 2\nbad line\n"
 
     assert parse(raw) == {("main (app.py:1)", "work (messaging/dispatch.py:9)"): 5}
 
