@@ -94,7 +94,9 @@ def profiling(pids: list[int], *, seconds: float, into: Profile, workdir: Path) 
         for recorder, output in zip(recorders, outputs, strict=True):
             _, errors = recorder.communicate(timeout=seconds + 30)
             if recorder.returncode != 0 or not output.exists():
-                into.failure = f"py-spy failed: {(errors or '').strip().splitlines()[-1:]}"
+                # Its first line says what went wrong; a backtrace follows.
+                first_line = (errors or "").strip().partition("\n")[0]
+                into.failure = f"py-spy failed (exit {recorder.returncode}): {first_line or 'no output'}"
                 continue
             into.stacks += parse(output.read_text())
             output.unlink()

@@ -37,3 +37,15 @@ def test_a_profile_that_could_not_be_taken_says_why():
     assert excerpt(Profile(failure="py-spy failed: ptrace refused"), what="x") == (
         "Profile of x: not taken (py-spy failed: ptrace refused)."
     )
+
+
+def test_a_process_py_spy_cannot_read_leaves_a_one_line_reason(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid now names no process
+    profile = Profile()
+
+    with profiling([gone.pid], seconds=1, into=profile, workdir=tmp_path):
+        pass
+
+    assert profile.failure.startswith("py-spy failed (exit 1): Error: ") and "\n" not in profile.failure
+    assert excerpt(profile, what="x").startswith("Profile of x: not taken (py-spy failed")
