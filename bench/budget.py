@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.stack import tree_cpu_seconds
+from bench.stack import cpu_seconds, tree_cpu_seconds
 
 # The servers the stack runs beside the product, by process name (the `comm` of /proc/<pid>/stat).
 SERVERS = {"PostgreSQL": "postgres", "Redis": "redis-server"}
@@ -33,12 +33,10 @@ def named_cpu_seconds(name: str) -> float:
         if not entry.name.isdigit():
             continue
         try:
-            head, _, rest = (entry / "stat").read_text().rpartition(")")
+            if (entry / "comm").read_text().rstrip("\n") == name:
+                total += cpu_seconds(int(entry.name))
         except OSError:  # exited while we looked
             continue
-        if head.partition("(")[2] == name:
-            fields = rest.split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 

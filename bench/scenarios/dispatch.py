@@ -160,7 +160,6 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
         rss = {"after the warm-up": [rss_mib(pid) for pid in pids]}
 
         _messages(domain, args.messages)
-        sink_before, workers_before = cpu_seconds(sink_pid), sum(cpu_seconds(pid) for pid in pids)
         measured = Message.objects.filter(domain=domain)
         budget = CpuBudget({"Celery workers": pids_of(*pids), "sink": pids_of(sink_pid)})
         with budget.measuring():
@@ -175,12 +174,12 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
 
             _wait_delivered(domain, args.messages, timeout=60 + args.messages / 20, at=at, on_reaching=read_rss)
         rss[f"after {args.messages:,} messages"] = [rss_mib(pid) for pid in pids]
-        worker_cpu = (sum(cpu_seconds(pid) for pid in pids) - workers_before) / args.messages
+        worker_cpu = budget.spent["Celery workers"] / args.messages
         finished = MessageEvent.objects.filter(message__domain=domain, type=EventType.DELIVERED).aggregate(
             last=Max("created_at")
         )["last"]
         seconds = (finished - started).total_seconds()
-        sink_cpu = (cpu_seconds(sink_pid) - sink_before) / seconds
+        sink_cpu = budget.spent["sink"] / seconds
         profile = Profile()
         if args.profile_seconds > 0:  # more messages than the workers send meanwhile, at the rate just measured
             extra = int(args.messages / budget.wall * (args.profile_seconds + 2))
@@ -254,7 +253,7 @@ def _post_office(args: argparse.Namespace, database_url: str, port: int, sink_pi
         command = [sys.executable, "-m", "django", "send_queued_mail", "--processes", str(args.workers)]
         budget = CpuBudget({"sink": pids_of(sink_pid)})
         with psycopg.connect(url, autocommit=True) as db:
-            sink_before, launched, children = cpu_seconds(sink_pid), time.perf_counter(), _children_cpu_seconds()
+            launched, children = time.perf_counter(), _children_cpu_seconds()
             with budget.measuring():
                 done = subprocess.run(
                     [*command, "--lockfile", str(lockfile)], cwd=ROOT, env=env, capture_output=True, text=True
@@ -269,7 +268,7 @@ def _post_office(args: argparse.Namespace, database_url: str, port: int, sink_pi
         sent = sum(count for _, count in chunks)
         if done.returncode != 0 or sent != args.messages:
             raise BenchError(f"dispatch: post_office sent {sent} of {args.messages}:\n{done.stderr[-2000:]}")
-    sink_cpu = (cpu_seconds(sink_pid) - sink_before) / wall
+    sink_cpu = budget.spent["sink"] / wall
     note = budget.note(what="django-post-office over its whole command", unit="message", count=sent)
     if len(chunks) < 3:  # too few to time from the inside: the command's wall time, start-up included
         return Run(wall, sent, sink_cpu, budget=note)
