@@ -36,3 +36,27 @@ def test_storing_received_mail_for_several_domains_is_one_query(domain, django_a
     with django_assert_num_queries(1):
         assert inbound_deliver(envelope_from="a@example.org", recipients=recipients, raw=RAW) == []
     assert Message.objects.filter(direction=Direction.RECEIVED).count() == 2
+
+
+def _prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [statement for (statement,) in cursor.fetchall()]
+
+
+def test_a_statement_run_again_on_a_connection_is_prepared_once(api):
+    """PostgreSQL parses and plans the send statement once per connection, not once per send."""
+    for _ in range(4):
+        assert api.post("/v1/send", SEND, format="json").status_code == 200
+
+    sends = [statement for statement in _prepared_statements() if statement.startswith("WITH control AS")]
+    assert len(sends) == 1
+    assert "INSERT INTO" in sends[0]
+
+
+def test_the_frameworks_own_queries_are_not_prepared(api):
+    """Django binds its queries on the client: preparing them would fill each connection with statements."""
+    for _ in range(4):
+        assert api.get("/v1/messages").status_code == 200
+
+    assert not [statement for statement in _prepared_statements() if "messaging_message" in statement]
