@@ -22,7 +22,6 @@ import select
 from django.db.backends.postgresql import base
 from psycopg.pq import TransactionStatus
 
-
 PREPARE_THRESHOLD = 2
 
 
