@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mailservice.mailbox import parse_address, split_mailbox
-from messaging.mime import UnsendableMessage, _display_name, envelope_for, render_message, single_line
+from messaging import mime
+from messaging.mime import UnsendableMessage, _display_name, envelope_for, parsed_address, render_message, single_line
 from messaging.models import Message
 
 INJECTIONS = [
@@ -141,6 +142,20 @@ def test_a_display_name_cannot_add_headers(field, payload):
 def test_a_control_character_in_an_address_makes_the_message_unsendable(address):
     with pytest.raises(UnsendableMessage, match="cannot be sent as written"):
         render_message(build(to=[address]))
+
+
+def test_an_address_is_parsed_once_however_often_a_message_needs_it_and_a_long_one_is_never_kept():
+    mime._parsed_address_cached.cache_clear()
+    ordinary = "Bob <bob@example.org>"
+    long_mailbox = f'"{"x" * 600}" <bob@example.org>'
+
+    assert parsed_address(ordinary) is parsed_address(ordinary)
+    assert parsed_address(long_mailbox) == parsed_address(ordinary)
+    assert mime._parsed_address_cached.cache_info().currsize == 1
+    for _ in range(2):  # an unsendable one is refused every time, never remembered
+        with pytest.raises(UnsendableMessage):
+            parsed_address("bob@ex(ample.org")
+    assert mime._parsed_address_cached.cache_info().currsize == 1
 
 
 def test_international_addresses_use_idna_domains_and_smtputf8_only_for_non_ascii_local_parts():
