@@ -17,6 +17,7 @@ from bench.stack import cpu_seconds, tree_cpu_seconds
 
 # The servers the stack runs beside the product, by process name (the `comm` of /proc/<pid>/stat).
 SERVERS = {"PostgreSQL": "postgres", "Redis": "redis-server"}
+EVERYTHING_ELSE = "everything else"
 
 
 def machine_busy_seconds() -> float:
@@ -68,18 +69,28 @@ class CpuBudget:
         self.machine += machine_busy_seconds() - busy
         self.wall += time.monotonic() - started
 
+    def busy(self) -> float:
+        """How busy the machine's cores were over the measured intervals (0 to 1)."""
+        return self.machine / max(self.wall * (os.cpu_count() or 1), 1e-9)
+
+    def per_unit_ms(self, count: int) -> dict[str, float]:
+        """CPU per unit (ms) of each part, of each local server, and of everything else (EVERYTHING_ELSE)."""
+        per = {name: seconds * 1000 / max(count, 1) for name, seconds in self.spent.items()}
+        per[EVERYTHING_ELSE] = max(0.0, self.machine * 1000 / max(count, 1) - sum(per.values()))
+        return per
+
     def note(self, *, what: str, unit: str, count: int) -> str:
         """One line on `what` was measured: how busy the cores were, the CPU per `unit` of each part and the rest."""
         cores = os.cpu_count() or 1
         if count <= 0 or self.wall <= 0:
             return f"Where the CPU went, {what}: nothing was measured."
-        per = {name: seconds * 1000 / count for name, seconds in self.spent.items() if seconds > 0}
-        rest = max(0.0, self.machine * 1000 / count - sum(per.values()))
+        per = self.per_unit_ms(count)
+        rest = per.pop(EVERYTHING_ELSE)
         total = sum(per.values()) + rest
-        split = ", ".join(f"{name} {value:.2f} ms" for name, value in per.items())
+        split = ", ".join(f"{name} {value:.2f} ms" for name, value in per.items() if value > 0)
         return (
             f"Where the CPU went, {what} (/proc): the machine's {cores} cores were "
-            f"{self.machine / (self.wall * cores):.0%} busy; per {unit}: {split}, everything else (load generator, "
+            f"{self.busy():.0%} busy; per {unit}: {split}, everything else (load generator, "
             f"kernel, other processes) {rest:.2f} ms; {total:.2f} ms in all, so {cores} cores fully used would "
             f"reach at most {cores * 1000 / max(total, 1e-9):,.0f} {unit}s/s."
         )
@@ -87,3 +98,37 @@ class CpuBudget:
 
 def pids_of(*pids: int) -> Callable[[], list[int]]:
     return lambda: list(pids)
+
+
+def goal_note(
+    *,
+    goal: str,
+    rate: float,
+    unit: str,
+    capacity: float,
+    on: str,
+    spent_ms: float,
+    needed: dict[str, float],
+    rest: str,
+) -> str:
+    """What a missed rate goal would take, from a run's figures.
+
+    At `rate` units a second, `capacity` CPU seconds a second (`on` says what they are: cores times
+    how busy they were, or one for a single process) allow so much CPU per unit. `needed` names the
+    parts of what a unit cost (`spent_ms`) that no change to the product removes, in ms; `rest`
+    names what is left over."""
+    allowed = capacity * 1000 / max(rate, 1e-9)
+    fixed = sum(needed.values())
+    parts = "; ".join(f"{name} {value:.2f} ms" for name, value in needed.items())
+    head = (
+        f"What the goal ({goal}) would take: {rate:,.0f} {unit}s/s on {on} ({capacity:.2f} CPU seconds a "
+        f"second) allows {allowed:.2f} ms per {unit}; this run spent {spent_ms:.2f} ms. Needed whatever the "
+        f"product's code does: {parts} ({fixed:.2f} ms together)."
+    )
+    left, took = allowed - fixed, spent_ms - fixed
+    if left <= 0:
+        return f"{head} That is more than the goal allows, so no change to {rest} can meet it on this machine."
+    return (
+        f"{head} That leaves {left:.2f} ms for {rest}, which took {took:.2f} ms: it would have to shrink by "
+        f"{max(0.0, 1 - left / max(took, 1e-9)):.0%}. The profile below says where it goes."
+    )

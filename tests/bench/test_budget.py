@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from bench.budget import CpuBudget, pids_of
+from bench.budget import CpuBudget, goal_note, pids_of
 
 BUSY_THEN_IDLE = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\ntime.sleep(60)"
 
@@ -25,3 +25,25 @@ def test_a_busy_process_is_charged_its_cpu_and_the_machine_at_least_as_much():
     note = budget.note(what="the child", unit="message", count=100)
     assert note.startswith("Where the CPU went, the child (/proc): the machine's")
     assert f"busy child {budget.spent['busy child'] * 10:.2f} ms" in note
+
+
+def _goal(*, needed: dict[str, float]) -> str:
+    # 500 messages a second on 2 CPU seconds a second allow 4 ms a message; 6 ms were spent.
+    return goal_note(
+        goal="g", rate=500, unit="message", capacity=2.0, on="two cores", spent_ms=6.0, needed=needed, rest="the code"
+    )
+
+
+def test_a_missed_goal_says_how_much_the_code_beyond_what_is_needed_would_have_to_shrink():
+    note = _goal(needed={"the sink's": 1.0, "the signature's": 1.0})
+
+    assert "allows 4.00 ms per message; this run spent 6.00 ms" in note
+    assert "the sink's 1.00 ms; the signature's 1.00 ms (2.00 ms together)" in note
+    assert note.endswith(
+        "That leaves 2.00 ms for the code, which took 4.00 ms: it would have to shrink by 50%. "
+        "The profile below says where it goes."
+    )
+
+
+def test_a_goal_that_what_is_needed_already_exceeds_is_out_of_reach_of_any_change():
+    assert _goal(needed={"the relay's": 4.5}).endswith("no change to the code can meet it on this machine.")
