@@ -94,7 +94,10 @@ def database_from_url(url: str, base_dir: Path) -> dict:
             "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL"},
         }
     if parts.scheme in {"postgres", "postgresql"}:
-        options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        options: dict[str, object] = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        if "prepare_threshold" in options:  # ?prepare_threshold=none behind a pooler without prepared statements
+            threshold = str(options["prepare_threshold"])
+            options["prepare_threshold"] = None if threshold.lower() in {"", "none", "off"} else int(threshold)
         return {
             "ENGINE": "mailservice.postgresql",  # Django's, with a health check without a round trip
             "NAME": unquote(parts.path.lstrip("/")) or "postgres",

@@ -7,9 +7,12 @@ these pin what the statements are for: how many queries a send and an inbound st
 import pytest
 from django.db import connection
 
+from config.env import database_from_url
+from mailservice.postgresql.base import DatabaseWrapper
 from messaging.inbound.services import inbound_deliver
 from messaging.models import Direction, Message
 from tests.factories import DomainFactory
+from tests.harness import ROOT
 
 pytestmark = [
     pytest.mark.django_db,
@@ -60,3 +63,12 @@ def test_the_frameworks_own_queries_are_not_prepared(api):
         assert api.get("/v1/messages").status_code == 200
 
     assert not [statement for statement in _prepared_statements() if "messaging_message" in statement]
+
+
+@pytest.mark.parametrize(
+    ("query", "threshold"), [("", 2), ("?prepare_threshold=none", None), ("?prepare_threshold=5", 5)]
+)
+def test_behind_a_pooler_without_prepared_statements_the_database_url_turns_them_off(query, threshold):
+    settings_dict = {**connection.settings_dict, **database_from_url(f"postgres://u@db.example/mail{query}", ROOT)}
+
+    assert DatabaseWrapper(settings_dict).get_connection_params()["prepare_threshold"] == threshold
