@@ -29,7 +29,13 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     )
     return [
         accept.section(
-            embedded, args, title="5. Embedded default (SQLite)", summary=summary, plot="embedded.png", ctx=ctx
+            embedded,
+            args,
+            title="5. Embedded default (SQLite)",
+            summary=summary,
+            plot="embedded.png",
+            ctx=ctx,
+            goals=False,  # the embedded mode also dispatches in the web process: the goals are the production stack's
         )
     ]
 
