@@ -69,9 +69,13 @@ class CpuBudget:
         self.machine += machine_busy_seconds() - busy
         self.wall += time.monotonic() - started
 
+    def cpu_per_second(self) -> float:
+        """CPU seconds the whole machine spent per wall second over the measured intervals."""
+        return self.machine / max(self.wall, 1e-9)
+
     def busy(self) -> float:
         """How busy the machine's cores were over the measured intervals (0 to 1)."""
-        return self.machine / max(self.wall * (os.cpu_count() or 1), 1e-9)
+        return self.cpu_per_second() / (os.cpu_count() or 1)
 
     def per_unit_ms(self, count: int) -> dict[str, float]:
         """CPU per unit (ms) of each part, of each local server, and of everything else (EVERYTHING_ELSE)."""
@@ -126,6 +130,8 @@ def goal_note(
         f"product's code does: {parts} ({fixed:.2f} ms together)."
     )
     left, took = allowed - fixed, spent_ms - fixed
+    if spent_ms <= allowed:
+        return f"{head} The CPU spent fits the goal: the rate was held back by waiting, not by work."
     if left <= 0:
         return f"{head} That is more than the goal allows, so no change to {rest} can meet it on this machine."
     return (

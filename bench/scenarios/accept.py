@@ -175,7 +175,7 @@ def _goal_note(run: AcceptRun) -> list[str]:
         goal="0.5 of the bare ceiling, one recipient",
         rate=goal,
         unit="request",
-        capacity=run.budgets[SEND].busy() * (os.cpu_count() or 1),
+        capacity=run.budgets[SEND].cpu_per_second(),
         on="the cores as busy as in this run",
         spent_ms=sum(send_per.values()),
         needed=needed,

@@ -16,7 +16,6 @@ as many threads as django-post-office's default per process. Against:
 
 import argparse
 import json
-import os
 import resource
 import secrets
 import smtplib
@@ -119,19 +118,13 @@ def _counts(domain) -> dict[str, int]:
     return {row["status"]: row["n"] for row in rows}
 
 
-def _handled(domain, count: int) -> int:
-    """How many of the domain's `count` messages are no longer `accepted`, read off the partial
-    index of accepted messages (counting every status instead cost PostgreSQL 15.8 ms a poll, a
-    sixth of a core at ten polls a second, taken from the workers it was timing)."""
+def _accepted(domain):
+    """The domain's messages still `accepted`, read off their partial index: polling them costs less
+    as the backlog drains (counting every status instead cost PostgreSQL 15.8 ms a poll, a sixth of a
+    core at ten polls a second, taken from the workers it was timing)."""
     from messaging.models import Message, Status
 
-    return count - Message.objects.filter(domain=domain, status=Status.ACCEPTED).count()
-
-
-def _all_handled(domain) -> bool:
-    from messaging.models import Message, Status
-
-    return not Message.objects.filter(domain=domain, status=Status.ACCEPTED).exists()
+    return Message.objects.filter(domain=domain, status=Status.ACCEPTED)
 
 
 def _wait_delivered(domain, count: int, *, timeout: float, at: int, on_reaching) -> None:
@@ -140,9 +133,9 @@ def _wait_delivered(domain, count: int, *, timeout: float, at: int, on_reaching)
     deadline, reached = time.monotonic() + timeout, False
     while True:
         if reached:
-            if _all_handled(domain):
+            if not _accepted(domain).exists():
                 break
-        elif (handled := _handled(domain, count)) >= at:
+        elif (handled := count - _accepted(domain).count()) >= at:
             on_reaching()
             reached = True
             if handled >= count:
@@ -348,14 +341,13 @@ def _goal_notes(product: Run, goals: dict[str, float], *, signature_ms: float) -
         ),
         "Redis's and everything else's": per.get("Redis", 0.0) + per[EVERYTHING_ELSE],
     }
-    capacity = product.cpu.busy() * (os.cpu_count() or 1)
     return [
         goal_note(
             goal=goal,
             rate=rate,
             unit="message",
             on="the cores as busy as in this run",
-            capacity=capacity,
+            capacity=product.cpu.cpu_per_second(),
             spent_ms=sum(per.values()),
             needed=needed,
             rest="the workers' own Python (claiming, rendering, the SMTP conversation, recording, the log line)",

@@ -27,10 +27,10 @@ def test_a_busy_process_is_charged_its_cpu_and_the_machine_at_least_as_much():
     assert f"busy child {budget.spent['busy child'] * 10:.2f} ms" in note
 
 
-def _goal(*, needed: dict[str, float]) -> str:
+def _goal(*, needed: dict[str, float], spent_ms: float = 6.0) -> str:
     # 500 messages a second on 2 CPU seconds a second allow 4 ms a message; 6 ms were spent.
     return goal_note(
-        goal="g", rate=500, unit="message", capacity=2.0, on="two cores", spent_ms=6.0, needed=needed, rest="the code"
+        goal="g", rate=500, unit="message", capacity=2.0, on="two cores", spent_ms=spent_ms, needed=needed, rest="code"
     )
 
 
@@ -40,10 +40,16 @@ def test_a_missed_goal_says_how_much_the_code_beyond_what_is_needed_would_have_t
     assert "allows 4.00 ms per message; this run spent 6.00 ms" in note
     assert "the sink's 1.00 ms; the signature's 1.00 ms (2.00 ms together)" in note
     assert note.endswith(
-        "That leaves 2.00 ms for the code, which took 4.00 ms: it would have to shrink by 50%. "
+        "That leaves 2.00 ms for code, which took 4.00 ms: it would have to shrink by 50%. "
         "The profile below says where it goes."
     )
 
 
 def test_a_goal_that_what_is_needed_already_exceeds_is_out_of_reach_of_any_change():
-    assert _goal(needed={"the relay's": 4.5}).endswith("no change to the code can meet it on this machine.")
+    assert _goal(needed={"the relay's": 4.5}).endswith("no change to code can meet it on this machine.")
+
+
+def test_a_goal_missed_with_cpu_to_spare_is_not_blamed_on_the_code():
+    note = _goal(needed={"the sink's": 1.0}, spent_ms=3.0)
+
+    assert note.endswith("The CPU spent fits the goal: the rate was held back by waiting, not by work.")
