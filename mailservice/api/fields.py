@@ -11,6 +11,8 @@ from rest_framework.validators import ProhibitSurrogateCharactersValidator
 from mailservice import mailbox
 
 MAX_SAFE_INTEGER = 9007199254740991
+MAX_ADDRESSES = 50  # in one of to, cc and bcc (and in the three together: serializers.MAX_RECIPIENTS)
+MAX_REPLY_TO = 10
 
 MAILBOX_SCHEMA = {
     "type": "string",
@@ -88,6 +90,24 @@ class MailboxField(serializers.Field):
         return value
 
 
+def is_valid_text(value: Any, *, max_length: int) -> bool:
+    """Whether StrictCharField(max_length=max_length) takes `value` as is, without building an answer."""
+    return isinstance(value, str) and len(value) <= max_length and "\x00" not in value and not _SURROGATE.search(value)
+
+
+def is_valid_mailbox(value: Any) -> bool:
+    """Whether MailboxField takes `value`, without building an answer."""
+    if not (isinstance(value, str) and mailbox.is_mailbox(value)):
+        return False
+    if "\x00" in value or _SURROGATE.search(value):
+        return False
+    try:
+        mailbox.parse_address(value)
+    except mailbox.InvalidAddress:
+        return False
+    return True
+
+
 # Validating a value keeps no state on the field: one instance serves every item of every list
 # (a field per item was a fifth of the validation of a 50-recipient send).
 _MAILBOX = MailboxField()
@@ -113,22 +133,22 @@ def _mailbox_list(data: Any, *, max_items: int) -> list[str]:
 
 
 @extend_schema_field(
-    {"oneOf": [MAILBOX_SCHEMA, {"type": "array", "items": MAILBOX_SCHEMA, "minItems": 1, "maxItems": 50}]}
+    {"oneOf": [MAILBOX_SCHEMA, {"type": "array", "items": MAILBOX_SCHEMA, "minItems": 1, "maxItems": MAX_ADDRESSES}]}
 )
 class AddressOrListField(serializers.Field):
     def to_internal_value(self, data: Any) -> list[str]:
-        return _mailbox_list(data, max_items=50)
+        return _mailbox_list(data, max_items=MAX_ADDRESSES)
 
     def to_representation(self, value: list[str]) -> list[str]:
         return value
 
 
 @extend_schema_field(
-    {"oneOf": [MAILBOX_SCHEMA, {"type": "array", "items": MAILBOX_SCHEMA, "minItems": 1, "maxItems": 10}]}
+    {"oneOf": [MAILBOX_SCHEMA, {"type": "array", "items": MAILBOX_SCHEMA, "minItems": 1, "maxItems": MAX_REPLY_TO}]}
 )
 class ReplyToField(serializers.Field):
     def to_internal_value(self, data: Any) -> list[str]:
-        return _mailbox_list(data, max_items=10)
+        return _mailbox_list(data, max_items=MAX_REPLY_TO)
 
     def to_representation(self, value: list[str]) -> list[str]:
         return value

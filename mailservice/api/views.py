@@ -30,6 +30,7 @@ from mailservice.api.serializers import (
     TemplateSendRequestSerializer,
     parse_list_query,
     parse_send_request,
+    send_response,
 )
 from mailservice.errors import ErrorCode, ValidationFailed
 from messaging.idempotency import HEADER as IDEMPOTENCY_HEADER
@@ -137,7 +138,7 @@ class SendView(APIView):
             message = message_send(domain=domain, request=send_request, is_test=api_key.is_test)
             metrics.send_accepted(domain=domain.name, seconds=time.perf_counter() - started)
             logger.info("accepted", extra={"message_id": message.public_id, "domain": domain.name})
-            return SendResponseSerializer(message).data
+            return send_response(message)
 
         if key is None:
             return Response(send())
