@@ -3,6 +3,7 @@ is synchronous: run on the event loop, one slow query would stall every session)
 a signal."""
 
 import asyncio
+import gc
 import signal
 import threading
 import time
@@ -51,6 +52,9 @@ async def serve_until_signalled(server: asyncio.AbstractServer, *, ready: Callab
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    # What start-up loaded lives as long as the server: frozen, the garbage collector's full
+    # collections stop walking it with every session paused (as in the web worker, config/workers.py).
+    gc.freeze()
     ready()
     await stop.wait()
     server.close()
