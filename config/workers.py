@@ -29,7 +29,7 @@ class WebWorker(UvicornWorker):
         super().load_wsgi()
         # Everything loaded so far (Django, the apps, and the URLconf's views, imported here rather
         # than by the first request) lives as long as the process: frozen, the garbage collector's
-        # full collections no longer walk its ~200 000 objects. Unfrozen, each took 90-160 ms with
-        # the worker's threads stopped, the p99 of an unsaturated send (bench/results/before-after-round-seven.md).
+        # full collections no longer walk its ~130 000 objects. Unfrozen, each took 90-160 ms with
+        # every thread of the worker stopped (bench/results/before-after-round-seven.md).
         get_resolver().url_patterns  # noqa: B018 - imports every view
         gc.freeze()
