@@ -96,10 +96,8 @@ def is_valid_text(value: Any, *, max_length: int) -> bool:
 
 
 def is_valid_mailbox(value: Any) -> bool:
-    """Whether MailboxField takes `value`, without building an answer."""
-    if not (isinstance(value, str) and mailbox.is_mailbox(value)):
-        return False
-    if "\x00" in value or _SURROGATE.search(value):
+    """Whether MailboxField takes `value`, without building an answer (the Mailbox grammar refuses NUL)."""
+    if not (isinstance(value, str) and mailbox.is_mailbox(value)) or _SURROGATE.search(value):
         return False
     try:
         mailbox.parse_address(value)

@@ -6,6 +6,7 @@ from typing import Any
 import pytest
 from hypothesis import example, find, given, settings
 from hypothesis import strategies as st
+from rest_framework.exceptions import ValidationError
 
 from mailservice.api import serializers
 from mailservice.api.serializers import InlineSendRequestSerializer, parse_send_request
@@ -141,6 +142,6 @@ def test_a_valid_inline_body_is_taken_without_building_a_serializer(monkeypatch)
     ],
 )
 def test_a_body_the_fast_path_passes_over_is_refused_by_the_serializer_with_its_words(body, named):
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(ValidationError) as refused:
         parse_send_request(body)
     assert named in str(refused.value.detail)
