@@ -28,6 +28,7 @@ from bench.stack import ROOT, BenchError, discard_sink, server_env, serving_pid,
 DOMAIN = "inbound.bench.example"
 SENDER = "customer@example.org"
 RECIPIENT = f"support@{DOMAIN}"
+STORE_TIMINGS = 1_000  # at most: messages parsed and stored in the bench's own process, to time the server's own work
 RAW = (
     f"From: Customer <{SENDER}>\r\nTo: <{RECIPIENT}>\r\nSubject: Where is my order #12345?\r\n"
     "Date: Sat, 21 Nov 2026 00:00:00 +0000\r\nMessage-ID: <{index}.bench@example.org>\r\n"
@@ -123,6 +124,43 @@ def _merge(into: Load, load: Load) -> None:
     into.server_cpu += load.server_cpu
 
 
+def _own_work_ms(count: int) -> tuple[float, float]:
+    """CPU (ms per message, this process) of the server's own work on the bench's message, timed alone
+    after the rounds, on the same database: (parsing it, `inbound_deliver`: parsing it and storing it
+    with its commit). The write's share is the difference."""
+    from messaging.inbound.services import inbound_deliver, inbound_parse
+
+    raws = [RAW.replace("{index}", f"own-{index}").encode() for index in range(count)]
+    started = time.process_time()
+    for raw in raws:
+        inbound_parse(raw=raw, envelope_from=SENDER, deadline=time.monotonic() + 10)
+    parsed = time.process_time()
+    for raw in raws:
+        inbound_deliver(envelope_from=SENDER, recipients=[RECIPIENT], raw=raw)
+    delivered = time.process_time()
+    return (parsed - started) * 1000 / count, (delivered - parsed) * 1000 / count
+
+
+def _own_work_note(*, timed: int, bare_ms: float, parse_ms: float, deliver_ms: float, rate: float) -> str:
+    """Why what is left is needed: the parts of the server's own work that its design requires, timed alone."""
+    floor = bare_ms + deliver_ms
+    allowed = 1000 / rate
+    verdict = (
+        "so the goal cannot be met while each message is parsed and committed before its 250 in this process, "
+        "whatever the hand-off to the database thread, the log line and the metrics cost"
+        if floor > allowed
+        else f"leaving {allowed - floor:.2f} ms for the hand-off to the database thread, the log line and the metrics"
+    )
+    return (
+        f"The server's own work, timed alone in the bench's process on the same message and database "
+        f"({timed:,} messages, one at a time): parsing {parse_ms:.2f} ms (the stored fields and the bounce and "
+        f"complaint classification read it) and the durable write {deliver_ms - parse_ms:.2f} ms of the caller's "
+        f"CPU (one statement stores the message and its event; it is committed before the 250, so nothing "
+        f"acknowledged is lost). With the SMTP conversation ({bare_ms:.2f} ms) that is {floor:.2f} ms per message "
+        f"against the {allowed:.2f} ms the goal allows, {verdict}."
+    )
+
+
 def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     from domains.services import domain_create
     from messaging.models import Direction, Message
@@ -185,7 +223,9 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         # One process serves every session: its CPU per message bounds the rate, whatever the cores do.
         server_ms = budgets["product"].per_unit_ms(product.sent)["run_inbound_smtp"]
         bare_ms = budgets["ceiling"].per_unit_ms(ceiling.sent)["bare aiosmtpd"]
-        section.notes.append(
+        timed = min(STORE_TIMINGS, args.messages)
+        parse_ms, deliver_ms = _own_work_ms(timed)
+        section.notes += [
             goal_note(
                 goal="0.5 of bare aiosmtpd",
                 rate=0.5 * ceiling.rate,
@@ -196,8 +236,15 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
                 needed={"the SMTP conversation, as the bare server holds it (its CPU per message)": bare_ms},
                 rest="the server's own work on each message (parsing, storing it and committing before the 250, "
                 "the log line, the hand-off to the database thread)",
-            )
-        )
+            ),
+            _own_work_note(
+                timed=timed,
+                bare_ms=bare_ms,
+                parse_ms=parse_ms,
+                deliver_ms=deliver_ms,
+                rate=0.5 * ceiling.rate,
+            ),
+        ]
     rates = {"ceiling: bare aiosmtpd": ceiling.rate, "run_inbound_smtp": product.rate}
     section.plots.append(plots.rates(ctx.output / "inbound.png", rates, title="4. Inbound: messages per second"))
     if args.profile_seconds > 0:
