@@ -1,4 +1,5 @@
 from django.db import models
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 from domains.models import Domain
@@ -95,6 +96,13 @@ class Message(models.Model):
             ),
             # deleting a template sets its messages' template to NULL; most messages have none
             models.Index(fields=["template"], condition=models.Q(template__isnull=False), name="message_template_idx"),
+            # a report that names no VERP id: a submitted message by its own Message-ID in any case
+            # (inbound/services.py: _reported_message); API mail's is derived from its public id
+            models.Index(
+                Upper("message_id_header"),
+                condition=models.Q(direction="sent", raw__isnull=False),
+                name="message_id_header_idx",
+            ),
         ]
 
     def __str__(self) -> str:

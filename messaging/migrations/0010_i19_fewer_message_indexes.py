@@ -15,6 +15,8 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 import messaging.models
+from messaging.migration_sql import run_by_vendor
+
 
 TABLE = "messaging_message"
 DOMAIN_INDEX = "messaging_message_domain_id_b4544d81"
@@ -50,15 +52,6 @@ SQLITE_BACKWARDS = [
 ]
 
 
-def _run(postgresql: list[str], sqlite: list[str]):
-    def run(apps, schema_editor) -> None:
-        statements = postgresql if schema_editor.connection.vendor == "postgresql" else sqlite
-        for statement in statements:
-            schema_editor.execute(statement)
-
-    return run
-
-
 class Migration(migrations.Migration):
     atomic = False  # CREATE and DROP INDEX CONCURRENTLY cannot run in a transaction
 
@@ -72,7 +65,7 @@ class Migration(migrations.Migration):
         migrations.SeparateDatabaseAndState(
             database_operations=[
                 migrations.RunPython(
-                    _run(POSTGRESQL_FORWARDS, SQLITE_FORWARDS), _run(POSTGRESQL_BACKWARDS, SQLITE_BACKWARDS)
+                    run_by_vendor(POSTGRESQL_FORWARDS, SQLITE_FORWARDS), run_by_vendor(POSTGRESQL_BACKWARDS, SQLITE_BACKWARDS)
                 )
             ],
             state_operations=[

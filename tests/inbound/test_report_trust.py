@@ -190,6 +190,21 @@ def test_a_complaint_from_any_recipient_makes_the_message_complained(domain):
     assert (complaint.recipient, complaint.feedback_type) == ("b@example.org", "abuse")
 
 
+def test_a_complaint_without_verp_finds_a_submitted_message_by_its_own_message_id_in_any_case(domain):
+    api_mail = sent(domain, "user@example.org")
+    submitted = sent(domain, "user@example.org", raw=b"Subject: x\r\n", message_id_header="<Own.Id-7@app.example>")
+    submitted.refresh_from_db()
+
+    complaint = arf(message=submitted, recipient="user@example.org", to=FEEDBACK_LOOP)
+    complaint.get_payload()[-1].get_payload()[0].replace_header("Message-ID", "<OWN.ID-7@APP.EXAMPLE>")
+    deliver(wire_bytes(complaint), FEEDBACK_LOOP)
+
+    submitted.refresh_from_db()
+    api_mail.refresh_from_db()
+    assert submitted.status == Status.COMPLAINED
+    assert (api_mail.status, api_mail.events.exists()) == (Status.DELIVERED, False)
+
+
 def test_the_console_shows_each_recipients_outcome(domain, admin_client):
     message = sent(domain, "a@example.org", "b@example.org", "c@example.org")
     deliver(wire_bytes(dsn(message=message, recipient="a@example.org")), verp_address(message))
