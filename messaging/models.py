@@ -100,7 +100,7 @@ class Message(models.Model):
             # (inbound/services.py: _reported_message); API mail's is derived from its public id
             models.Index(
                 Upper("message_id_header"),
-                condition=models.Q(direction="sent", raw__isnull=False),
+                condition=models.Q(direction="sent", envelope_recipients__isnull=False),
                 name="message_id_header_idx",
             ),
         ]

@@ -200,9 +200,9 @@ def _reported_message(*, verp: VerpId, original_message_id: str) -> Message | No
     if not original_message_id:
         return None
     # Mail submitted over SMTP keeps its own Message-ID: found by message_id_header_idx, whose condition
-    # (a submitted message: its source is kept) is stated so the planner can use it. The API's are
-    # <{public_id}@{sender domain}>, so the id finds those, also when the header was rewritten.
-    by_header = sent.filter(raw__isnull=False, message_id_header__iexact=original_message_id)
+    # (Message.submitted) is stated so the planner can use it. The API's are <{public_id}@{sender
+    # domain}>, so the public id finds those, also when the header was rewritten.
+    by_header = sent.filter(envelope_recipients__isnull=False, message_id_header__iexact=original_message_id)
     public_id = original_message_id.strip("<>").partition("@")[0].lower()
     return by_header.first() or sent.filter(public_id=public_id).first()
 

@@ -20,7 +20,7 @@ from messaging.migration_sql import run_by_vendor
 TABLE = "messaging_message"
 INDEX = "message_id_header_idx"
 STATISTICS = "message_id_header_stats"
-DEFINITION = f'"{TABLE}" ((UPPER("message_id_header"))) WHERE ("direction" = \'sent\' AND "raw" IS NOT NULL)'
+DEFINITION = f'"{TABLE}" ((UPPER("message_id_header"))) WHERE ("direction" = \'sent\' AND "envelope_recipients" IS NOT NULL)'
 
 POSTGRESQL_FORWARDS = [
     f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{INDEX}" ON {DEFINITION}',
@@ -52,7 +52,7 @@ class Migration(migrations.Migration):
                     model_name="message",
                     index=models.Index(
                         Upper("message_id_header"),
-                        condition=models.Q(("direction", "sent"), ("raw__isnull", False)),
+                        condition=models.Q(("direction", "sent"), ("envelope_recipients__isnull", False)),
                         name=INDEX,
                     ),
                 ),

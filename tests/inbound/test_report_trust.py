@@ -192,7 +192,9 @@ def test_a_complaint_from_any_recipient_makes_the_message_complained(domain):
 
 def test_a_complaint_without_verp_finds_a_submitted_message_by_its_own_message_id_in_any_case(domain):
     api_mail = sent(domain, "user@example.org")
-    submitted = sent(domain, "user@example.org", raw=b"Subject: x\r\n", message_id_header="<Own.Id-7@app.example>")
+    submitted = sent(
+        domain, "user@example.org", envelope_recipients=["user@example.org"], message_id_header="<Own.Id-7@app.example>"
+    )
     submitted.refresh_from_db()
 
     complaint = arf(message=submitted, recipient="user@example.org", to=FEEDBACK_LOOP)
