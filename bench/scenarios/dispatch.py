@@ -355,16 +355,16 @@ def _render_and_sign_ms() -> tuple[float, float]:
     return (signing - started) * 1000 / SIGNATURES, (done - signing) * 1000 / SIGNATURES
 
 
-def _own_work_note(product: Run, goals: dict[str, float], *, client_ms: float, signature_ms: float) -> str:
-    """Why what the workers spend beyond the needed parts is mostly needed too: its parts timed alone."""
-    if product.cpu is None:
-        return ""
-    per = product.cpu.per_unit_ms(product.messages)
+def _own_work_note(
+    budget: CpuBudget, product: Run, goals: dict[str, float], *, client_ms: float, signature_ms: float
+) -> str:
+    """Where the workers' CPU goes: the work a sender does for every message, timed alone, and what is left."""
+    per = budget.per_unit_ms(product.messages)
     render_ms, sign_ms = _render_and_sign_ms()
     workers_ms = per["Celery workers"]
     named = render_ms + sign_ms + client_ms
     floor = sum(per.values()) - workers_ms + named
-    capacity = product.cpu.cpu_per_second()
+    capacity = budget.cpu_per_second()
     verdicts = "; ".join(
         f"{goal} allows {capacity * 1000 / rate:.2f} ms"
         + (" (less than this alone)" if capacity * 1000 / rate < floor else "")
@@ -475,9 +475,11 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         bottleneck_note("The sink, in its busiest run,", busiest),
         *_goal_notes(product, goals, signature_ms=signature_ms),
     ]
-    if any(product.rate < rate for rate in goals.values()):
+    if product.cpu is not None and any(product.rate < rate for rate in goals.values()):
         client_ms = (first.client_ms + second.client_ms) / 2
-        section.notes.append(_own_work_note(product, goals, client_ms=client_ms, signature_ms=signature_ms))
+        section.notes.append(
+            _own_work_note(product.cpu, product, goals, client_ms=client_ms, signature_ms=signature_ms)
+        )
     rates = {name: result.rate for name, result in rows}
     section.plots.append(plots.rates(ctx.output / "dispatch.png", rates, title="2. Dispatch: messages per second"))
     if args.profile_seconds > 0:
