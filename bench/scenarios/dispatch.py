@@ -44,7 +44,7 @@ TEXT = "Hello,\n\nyour order is on its way.\n" * 20
 HTML = "<p>Hello,</p><p>your order is <b>on its way</b>.</p>\n" * 20
 RSS_AFTER = 1000
 POLL = 0.005  # seconds between looks for the first claim (the start of the timing)
-SIGNATURES = 300  # timed to tell what the DKIM signature itself costs a message
+SIGNATURES = 300  # timed to tell what rendering, signing and the RSA operation alone cost a message
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -322,47 +322,50 @@ def _forget_queue(redis_url: str, queue: str) -> None:
     client.close()
 
 
-def _signature_ms() -> float:
-    """CPU (ms) of one RSA-2048 PKCS#1 v1.5 SHA-256 signature, what DKIM adds to every message
-    whatever the code around it: the product's keys are RSA-2048 (domains/services.py)."""
+@dataclass(frozen=True)
+class MessageWork:
+    """CPU (ms per message) of what a worker does to every message whatever the code around it, timed
+    alone in this process on the scenario's message with one RSA-2048 key (the product's keys are
+    RSA-2048: domains/services.py)."""
+
+    rsa_ms: float  # the DKIM signature's PKCS#1 v1.5 SHA-256 operation alone
+    render_ms: float  # render_message
+    sign_ms: float  # dkim_sign whole: canonicalization, hashes and the RSA operation
+
+
+def _message_work() -> MessageWork:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding, rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    signing_input = b"from:" + SENDER.encode() + b"\r\n" + b"x" * 600  # headers and the DKIM-Signature tags
-    started = time.process_time()
-    for _ in range(SIGNATURES):
-        key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
-    return (time.process_time() - started) * 1000 / SIGNATURES
-
-
-def _render_and_sign_ms() -> tuple[float, float]:
-    """CPU (ms per message) of rendering the scenario's message, and of DKIM-signing it whole (the RSA
-    operation included), as a worker does each message, timed alone in this process."""
-    from cryptography.hazmat.primitives.asymmetric import rsa
 
     from messaging.dkim import dkim_sign
     from messaging.mime import render_message
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    signing_input = b"from:" + SENDER.encode() + b"\r\n" + b"x" * 600  # headers and the DKIM-Signature tags
     messages = [_bench_message() for _ in range(SIGNATURES)]
     started = time.process_time()
+    for _ in range(SIGNATURES):
+        key.sign(signing_input, padding.PKCS1v15(), hashes.SHA256())
+    rendering = time.process_time()
     rendered = [render_message(message).data for message in messages]
     signing = time.process_time()
     for data in rendered:
         dkim_sign(data=data, domain=DOMAIN, selector="bench", private_key=key)
     done = time.process_time()
-    return (signing - started) * 1000 / SIGNATURES, (done - signing) * 1000 / SIGNATURES
+    return MessageWork(
+        rsa_ms=(rendering - started) * 1000 / SIGNATURES,
+        render_ms=(signing - rendering) * 1000 / SIGNATURES,
+        sign_ms=(done - signing) * 1000 / SIGNATURES,
+    )
 
 
 def _own_work_note(
-    budget: CpuBudget, product: Run, goals: dict[str, float], *, client_ms: float, signature_ms: float
+    budget: CpuBudget, count: int, goals: dict[str, float], *, work: MessageWork, client_ms: float
 ) -> str:
     """Where the workers' CPU goes: the work a sender does for every message, timed alone, and what is left."""
-    per = budget.per_unit_ms(product.messages)
-    render_ms, sign_ms = _render_and_sign_ms()
+    per = budget.per_unit_ms(count)
     workers_ms = per["Celery workers"]
-    named = render_ms + sign_ms + client_ms
+    named = work.render_ms + work.sign_ms + client_ms
     floor = sum(per.values()) - workers_ms + named
     capacity = budget.cpu_per_second()
     verdicts = "; ".join(
@@ -372,8 +375,8 @@ def _own_work_note(
     )
     return (
         f"Of the workers' {workers_ms:.2f} ms a message, timed alone in the bench's process on the same message: "
-        f"rendering it {render_ms:.2f} ms, DKIM-signing it {sign_ms:.2f} ms (canonicalization, hashes and the RSA "
-        f"operation, which alone took {signature_ms:.2f} ms), and the client side of the "
+        f"rendering it {work.render_ms:.2f} ms, DKIM-signing it {work.sign_ms:.2f} ms (canonicalization, hashes and "
+        f"the RSA operation, which alone took {work.rsa_ms:.2f} ms), and the client side of the "
         f"SMTP conversation {client_ms:.2f} ms (smtplib's own CPU in the ceiling's loops of this run). With "
         f"the sink's, PostgreSQL's and the rest's share of the machine that is {floor:.2f} ms a message; {verdicts}. "
         f"The workers' other {max(0.0, workers_ms - named):.2f} ms claim and load each batch, check suppressions "
@@ -459,7 +462,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
     ]
     busiest = max(result.sink_cpu for _, result in rows)
     goals = {"0.6 of the smtplib ceiling": 0.6 * ceiling_rate, "1.5 times django-post-office": 1.5 * peer.rate}
-    signature_ms = _signature_ms()
+    work = _message_work()
     section.notes += [
         _rss_note(product.rss),
         product.budget,
@@ -473,13 +476,11 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         "last, counting the messages after the first chunk: its start-up and first chunk are left out, in its favour "
         "(with fewer than three chunks, at the tiny size, its command's wall time is used).",
         bottleneck_note("The sink, in its busiest run,", busiest),
-        *_goal_notes(product, goals, signature_ms=signature_ms),
+        *_goal_notes(product, goals, signature_ms=work.rsa_ms),
     ]
     if product.cpu is not None and any(product.rate < rate for rate in goals.values()):
         client_ms = (first.client_ms + second.client_ms) / 2
-        section.notes.append(
-            _own_work_note(product.cpu, product, goals, client_ms=client_ms, signature_ms=signature_ms)
-        )
+        section.notes.append(_own_work_note(product.cpu, product.messages, goals, work=work, client_ms=client_ms))
     rates = {name: result.rate for name, result in rows}
     section.plots.append(plots.rates(ctx.output / "dispatch.png", rates, title="2. Dispatch: messages per second"))
     if args.profile_seconds > 0:
