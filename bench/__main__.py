@@ -58,10 +58,10 @@ def main(argv: list[str]) -> int:
     output.mkdir(parents=True, exist_ok=True)
 
     configure_django(services)
-    from bench.report import machine, write_results
+    from bench.report import busy_with_other_work, machine, write_results
     from bench.scenario import Context
 
-    started_all = time.monotonic()
+    started_all, busy_at_start = time.monotonic(), busy_with_other_work()
     with postgres_database(services.database_url):
         machine_info = machine()
         sections = []
@@ -79,7 +79,9 @@ def main(argv: list[str]) -> int:
             sections += produced
     command = "python -m bench " + shlex.join(argv)
     machine_info["run time (all scenarios, set-up included)"] = f"{(time.monotonic() - started_all) / 60:.1f} min"
-    write_results(output / "latest.md", command=command, machine_info=machine_info, sections=sections)
+    write_results(
+        output / "latest.md", command=command, machine_info=machine_info, sections=sections, busy_at_start=busy_at_start
+    )
     print((output / "latest.md").read_text())
     print(f"bench: results in {output / 'latest.md'}", file=sys.stderr)
     failed = {section.title: section.failed_requests for section in sections if section.failed_requests}

@@ -105,9 +105,17 @@ def machine() -> dict[str, str]:
     }
 
 
-def write_results(path: Path, *, command: str, machine_info: dict[str, str], sections: list[Section]) -> None:
+def busy_with_other_work() -> bool:
+    """Whether the machine is busy before the bench starts anything (5-minute load average above its
+    cores). Read at the end, the load average counts the bench's own scenarios (the memory scenario
+    alone drives it past 18 on 2 cores), so it says nothing of other work."""
+    return os.getloadavg()[1] > (os.cpu_count() or 1)
+
+
+def write_results(
+    path: Path, *, command: str, machine_info: dict[str, str], sections: list[Section], busy_at_start: bool
+) -> None:
     finished = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    busy = os.getloadavg()[1] > (os.cpu_count() or 1)
     lines = [
         "# Benchmark results",
         "",
@@ -116,17 +124,18 @@ def write_results(path: Path, *, command: str, machine_info: dict[str, str], sec
         "",
         *(
             [
-                "**The machine was busy with other work during this run** (5-minute load average above its core "
-                "count, see below): absolute figures are well below what it does when idle, and even ratios are noisy.",
+                "**The machine was busy with other work when this run started** (5-minute load average above its "
+                "core count, see below): absolute figures are well below what it does when idle, and even ratios "
+                "are noisy.",
                 "",
             ]
-            if busy
+            if busy_at_start
             else []
         ),
         "| machine | |",
         "| --- | --- |",
         *(_row([key, value]) for key, value in machine_info.items()),
-        _row(["load average at the end", _loadavg()]),
+        _row(["load average at the end (the bench's own scenarios included)", _loadavg()]),
         "",
         *(section.markdown() for section in sections),
     ]
