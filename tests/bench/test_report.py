@@ -8,7 +8,7 @@ from bench.report import write_results
 
 
 @pytest.mark.parametrize("busy_at_start", [True, False])
-def test_the_busy_banner_follows_the_load_before_the_run_not_the_runs_own(tmp_path: Path, busy_at_start: bool):
+def test_the_busy_banner_is_written_only_when_the_machine_was_busy_before_the_run(tmp_path: Path, busy_at_start: bool):
     path = tmp_path / "latest.md"
 
     write_results(
