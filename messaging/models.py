@@ -11,6 +11,11 @@ def _message_public_id() -> str:
     return public_id("msg")
 
 
+# Sent mail that was submitted over SMTP (Message.submitted), as a query condition: the Message-ID
+# index's and the lookup's that must match it for the planner to use the index.
+SUBMITTED = models.Q(envelope_recipients__isnull=False)
+
+
 class Direction(models.TextChoices):
     SENT = "sent"
     RECEIVED = "received"
@@ -100,7 +105,7 @@ class Message(models.Model):
             # (inbound/services.py: _reported_message); API mail's is derived from its public id
             models.Index(
                 Upper("message_id_header"),
-                condition=models.Q(direction="sent", envelope_recipients__isnull=False),
+                condition=models.Q(direction="sent") & SUBMITTED,
                 name="message_id_header_idx",
             ),
         ]

@@ -37,7 +37,16 @@ from mailservice.mailbox import InvalidAddress, canonical_domain, comparison_key
 from messaging import sql
 from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
-from messaging.models import Direction, EventType, Message, MessageEvent, Status, Suppression, SuppressionReason
+from messaging.models import (
+    SUBMITTED,
+    Direction,
+    EventType,
+    Message,
+    MessageEvent,
+    Status,
+    Suppression,
+    SuppressionReason,
+)
 from messaging.suppressions import suppression_add
 from messaging.verp import UNSIGNED_GRACE, VERP_PREFIX, VerpId, verp_parse
 
@@ -200,9 +209,9 @@ def _reported_message(*, verp: VerpId, original_message_id: str) -> Message | No
     if not original_message_id:
         return None
     # Mail submitted over SMTP keeps its own Message-ID: found by message_id_header_idx, whose condition
-    # (Message.submitted) is stated so the planner can use it. The API's are <{public_id}@{sender
+    # (SUBMITTED) is stated so the planner can use it. The API's are <{public_id}@{sender
     # domain}>, so the public id finds those, also when the header was rewritten.
-    by_header = sent.filter(envelope_recipients__isnull=False, message_id_header__iexact=original_message_id)
+    by_header = sent.filter(SUBMITTED, message_id_header__iexact=original_message_id)
     public_id = original_message_id.strip("<>").partition("@")[0].lower()
     return by_header.first() or sent.filter(public_id=public_id).first()
 
