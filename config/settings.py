@@ -211,7 +211,7 @@ SPECTACULAR_SETTINGS = {
     "AUTHENTICATION_WHITELIST": [],
     # One per event type (README "Events and webhooks").
     "WEBHOOKS": [
-        f"webhooks.openapi.EMAIL_{name}"
+        f"mailservice.api.webhook_schemas.EMAIL_{name}"
         for name in ("ACCEPTED", "DELIVERED", "DELAYED", "BOUNCED", "COMPLAINED", "FAILED", "SUPPRESSED", "RECEIVED")
     ],
 }

@@ -9,10 +9,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain, SendingControl
+from mailservice.doorbell import wake_dispatchers
 from mailservice.encryption import encrypt_secret
 from mailservice.errors import ErrorCode, TooManyRequests, ValidationFailed
 from mailservice.mailbox import InvalidAddress, canonical_domain
-from messaging.dispatch_loop import wake_dispatchers
 
 # The selector of the key a domain is created with (the one domains had before rotation existed).
 FIRST_DKIM_SELECTOR = "mail"

@@ -1,8 +1,8 @@
 """The dispatch loop: a worker's threads that send accepted messages as soon as they are committed.
 
-On PostgreSQL, the statement that stores a send (messaging/sql.py) ends with NOTIFY on CHANNEL,
-which PostgreSQL delivers at commit, and only then, to every connection listening on the
-database. Each Celery worker that consumes the default queue runs one DispatchLoop
+On PostgreSQL, the statement that stores a send (messaging/sql.py) ends with NOTIFY on CHANNEL
+(mailservice/doorbell.py), which PostgreSQL delivers at commit, and only then, to every connection
+listening on the database. Each Celery worker that consumes the default queue runs one DispatchLoop
 (config/celery.py): a connection of its own LISTENs, and every notification wakes an idle thread,
 which claims and sends batches until a claim comes back short of a full batch. The web thus publishes
 no Celery task per message, which was a fifth of the machine's CPU per send
@@ -19,26 +19,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import psycopg
-from django.db import close_old_connections, connection, connections
+from django.db import close_old_connections, connections
+
+from mailservice.doorbell import CHANNEL
 
 if TYPE_CHECKING:
     from messaging.dispatch import BatchCounts
 
 logger = logging.getLogger(__name__)
 
-CHANNEL = "mailservice_dispatch"
 LISTENER_APPLICATION_NAME = "mailservice dispatch listener"  # how it shows in pg_stat_activity
 RECONNECT_SECONDS = (0.5, 1, 2, 5, 10)  # backoff after a lost listening connection, then every 10 s
 POLL_SECONDS = 1.0  # how often the threads look at the stop flag while nothing arrives
-
-
-def wake_dispatchers() -> None:
-    """Notify the listening workers on the current connection, at its commit: messages became due
-    other than by a send (a pause lifted, a bulk insert). Nothing to do elsewhere than on PostgreSQL."""
-    if connection.vendor != "postgresql":
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
 
 
 class DispatchLoop:

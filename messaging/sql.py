@@ -27,7 +27,7 @@ from django.utils import timezone
 from domains.models import DailyUsage, Domain
 from domains.sending import global_paused_sql, sending_paused_error
 from domains.services import allowance_day_open, allowance_exhausted
-from messaging.dispatch_loop import CHANNEL as DISPATCH_CHANNEL
+from mailservice.doorbell import CHANNEL as DISPATCH_CHANNEL
 from messaging.models import EventType, Message, MessageEvent, Status
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from django.urls import reverse
 
-from mailservice.api.serializers import MessageSerializer
 from messaging.inbound.parsing import (
     addresses,
     attachment_parts,
@@ -24,6 +23,7 @@ from messaging.inbound.parsing import (
 )
 from messaging.models import EventType as MessageEventType
 from messaging.models import Message, MessageEvent, Status
+from messaging.wire import message_wire
 from webhooks.links import link_sign
 from webhooks.models import EventType
 
@@ -131,10 +131,8 @@ def _received_fields(message: Message) -> dict[str, Any]:
 
 
 def messages_data(messages: list[Message]) -> dict[int, dict[str, Any]]:
-    """Each message as the API shows it (text null), by primary key: one serializer for the whole
-    batch, since setting up a DRF serializer costs more than rendering one message."""
-    rendered = MessageSerializer(messages, many=True).data
-    return {message.pk: dict(data) for message, data in zip(messages, rendered, strict=True)}
+    """Each message as the API shows it (text null), by primary key."""
+    return {message.pk: message_wire(message, include_text=False) for message in messages}
 
 
 def event_payload(*, event: MessageEvent, message: Message, message_data: dict[str, Any], event_id: str) -> str:

@@ -34,7 +34,7 @@ def _queue(domain, count: int, *, subject: str = "Newsletter") -> None:
     """`count` accepted messages of `domain`, due now, then the workers woken as a send's statement wakes them."""
     from django.utils import timezone
 
-    from messaging.dispatch_loop import wake_dispatchers
+    from mailservice.doorbell import wake_dispatchers
     from messaging.models import Direction, Message, Status
 
     now = timezone.now()

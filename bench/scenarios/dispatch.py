@@ -153,7 +153,7 @@ def _product(args: argparse.Namespace, env: dict[str, str], sink_pid: int) -> Ru
 
     from domains.models import Domain
     from domains.services import domain_create
-    from messaging.dispatch_loop import wake_dispatchers
+    from mailservice.doorbell import wake_dispatchers
     from messaging.models import EventType, Message, MessageEvent
     from tests.harness import celery_worker, wait_until
 

@@ -38,6 +38,7 @@ from messaging.idempotency import idempotency_key_parse, idempotent_send, reques
 from messaging.models import Direction
 from messaging.selectors import message_attachment, message_get, message_list, message_raw
 from messaging.services import message_send
+from messaging.wire import message_wire
 from webhooks.links import link_check
 
 logger = logging.getLogger(__name__)
@@ -192,7 +193,8 @@ class MessageListView(APIView):
             limit=query["limit"],
             after=query.get("after"),
         )
-        return Response(MessageListSerializer(page).data)
+        data = [message_wire(message, include_text=False) for message in page.messages]
+        return Response({"data": data, "has_more": page.has_more, "next_cursor": page.next_cursor})
 
 
 class MessageDetailView(APIView):
@@ -221,7 +223,7 @@ class MessageDetailView(APIView):
             raise ValidationFailed("id: a message id is at most 256 characters")
         api_key = api_key_of(request)
         message = message_get(domain=api_key.domain, is_test=api_key.is_test, public_id=id)
-        return Response(MessageSerializer(message, context={"include_text": True}).data)
+        return Response(message_wire(message, include_text=True))
 
 
 _MESSAGE_ID = OpenApiParameter("id", {"type": "string", "minLength": 1, "maxLength": 256}, OpenApiParameter.PATH)

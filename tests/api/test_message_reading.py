@@ -213,3 +213,16 @@ def test_a_message_of_a_domain_with_the_same_name_prefix_stays_hidden(api, domai
     lookalike = DomainFactory(name="acme.example.com.evil.org")
     MessageFactory(domain=lookalike)
     assert _ids(api.get("/v1/messages")) == []
+
+
+@pytest.mark.parametrize("include_text", [False, True])
+def test_the_wire_form_is_what_the_documented_serializer_writes(domain, include_text):
+    """messaging.wire.message_wire answers the API and fills webhook payloads; MessageSerializer documents
+    it in the OpenAPI document. Both must write the same JSON for every field."""
+    from mailservice.api.serializers import MessageSerializer
+    from messaging.wire import message_wire
+
+    message = MessageFactory(domain=domain, to=["Zoë <zoe@example.org>", "b@example.net"], subject="Ünïcode")
+    message.refresh_from_db()  # created_at as the database keeps it (microseconds, UTC)
+    documented = MessageSerializer(message, context={"include_text": include_text}).data
+    assert message_wire(message, include_text=include_text) == dict(documented)

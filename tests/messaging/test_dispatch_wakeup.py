@@ -15,7 +15,8 @@ from django.conf import settings
 from django.db import connection, connections, transaction
 
 from domains.services import sending_pause, sending_resume
-from messaging.dispatch_loop import CHANNEL, LISTENER_APPLICATION_NAME
+from mailservice.doorbell import CHANNEL
+from messaging.dispatch_loop import LISTENER_APPLICATION_NAME
 from messaging.models import Message
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.harness import FAST_DISPATCH, celery_worker, free_port, redis_server, smtp_sink, wait_until, web_server

@@ -71,7 +71,7 @@ _DATA: dict[str, type[serializers.Serializer]] = {
     EventType.RECEIVED: EmailReceivedData,
 }
 
-_SUMMARY = {
+_SUMMARY: dict[str, str] = {
     EventType.ACCEPTED: "A send was stored and will be dispatched",
     EventType.DELIVERED: "The relay accepted the message (one event per message, or per recipient for test keys)",
     EventType.DELAYED: "A temporary failure: dispatch retries, or a DSN reported a delay",

@@ -1,0 +1,31 @@
+"""A message as the API shows it: the one wire form that GET /v1/messages, GET /v1/messages/{id} and
+every webhook payload copy, so the API layer and the webhooks app agree without one importing the other.
+
+The API's MessageSerializer describes this shape in the OpenAPI document; a test holds the two equal.
+"""
+
+from datetime import UTC
+from typing import Any
+
+from messaging.models import Message
+
+
+def iso_utc(moment: Any) -> str:
+    """ISO 8601 in UTC with a `Z`, as DRF's DateTimeField writes it under TIME_ZONE = "UTC"."""
+    text = moment.astimezone(UTC).isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def message_wire(message: Message, *, include_text: bool) -> dict[str, Any]:
+    """List items and webhook payloads carry `text: null` (`include_text` False); a single get carries the body."""
+    return {
+        "id": message.public_id,
+        "domain_id": message.domain.public_id,
+        "direction": message.direction,
+        "from": message.from_address,
+        "to": [str(mailbox) for mailbox in message.to],
+        "subject": message.subject,
+        "status": message.status,
+        "created_at": iso_utc(message.created_at),
+        "text": message.text if include_text else None,
+    }
