@@ -36,7 +36,7 @@ start: install
 migrate: install
 	$(BIN)/python manage.py migrate
 
-# Benchmarks (README, "Benchmarks"): need DATABASE_URL (a PostgreSQL server; the bench creates
+# Benchmarks (docs/benchmarks.md): need DATABASE_URL (a PostgreSQL server; the bench creates
 # and drops its own database on it) and REDIS_URL. Results go to bench/results/.
 .PHONY: bench bench-smoke
 bench: install
@@ -54,7 +54,7 @@ $(JS_TOOLS): clients/js/package.json clients/js/package-lock.json
 
 # ruff; mypy on the product (pyproject.toml: Django and DRF stubs, every function typed in the
 # services, selectors, dispatch and inbound), mypy --strict on the Python client, and tsc --strict
-# over the JS client's sources against its .d.ts files (clients/js/tsconfig.json).
+# over the JS client's sources against its .d.ts files (clients/js/tsconfig.json), and the docs check.
 lint: install $(JS_TOOLS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -64,6 +64,8 @@ lint: install $(JS_TOOLS)
 	# A database of its own, so the migration history check never looks for one that is not there yet.
 	DJANGO_SETTINGS_MODULE=tests.settings DATABASE_URL=sqlite:///var/lint.sqlite3 $(BIN)/python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
+	# Every Markdown file renders as written: fences closed, relative links and anchors found (docs/development.md).
+	$(BIN)/python -m tests.docs_check
 
 # The whole suite needs a real PostgreSQL and Redis (Celery workers, the soak, the benchmark smoke
 # run): the local servers unless DATABASE_URL / REDIS_URL say otherwise.
@@ -76,14 +78,14 @@ test: install lint
 inbound: install
 	$(BIN)/python manage.py run_inbound_smtp --host $${INBOUND_HOST:-127.0.0.1} --port $${INBOUND_PORT:-2525}
 
-# SMTP submission for applications (README, "SMTP submission"): needs MAILSERVICE_TLS_CERT_FILE/KEY_FILE.
+# SMTP submission for applications (docs/submission.md): needs MAILSERVICE_TLS_CERT_FILE/KEY_FILE.
 submission: install
 	$(BIN)/python manage.py run_submission_smtp --host $${SUBMISSION_HOST:-127.0.0.1} --port $${SUBMISSION_PORT:-2587}
 
 worker: install
 	$(BIN)/celery -A config worker --pool threads --concurrency 5 --loglevel INFO
 
-# Webhook requests only (README, "Events and webhooks"): a slow endpoint never holds a dispatch thread.
+# Webhook requests only (docs/webhooks.md): a slow endpoint never holds a dispatch thread.
 webhooks-worker: install
 	$(BIN)/celery -A config worker -Q webhooks --pool threads --concurrency 16 -n webhooks@%h --loglevel INFO
 

@@ -209,7 +209,7 @@ SPECTACULAR_SETTINGS = {
     },
     "SECURITY": [{"bearerAuth": []}],
     "AUTHENTICATION_WHITELIST": [],
-    # One per event type (README "Events and webhooks").
+    # One per event type (docs/webhooks.md).
     "WEBHOOKS": [
         f"mailservice.api.webhook_schemas.EMAIL_{name}"
         for name in ("ACCEPTED", "DELIVERED", "DELAYED", "BOUNCED", "COMPLAINED", "FAILED", "SUPPRESSED", "RECEIVED")
@@ -220,7 +220,7 @@ SPECTACULAR_SETTINGS = {
 MAILSERVICE_RATE_LIMIT = env_str("MAILSERVICE_RATE_LIMIT", "120/m")
 # django-ratelimit answers "limited" when it cannot read its counter: with Redis down, and also when
 # a window's key expires between its add and its incr (the purge benchmark saw 10 such 429s in
-# 7 500 requests). A counter outage lets requests through instead, as the README says.
+# 7 500 requests). A counter outage lets requests through instead, as docs/operating.md says.
 RATELIMIT_FAIL_OPEN = True
 # How long a web process may reuse an API key it looked up (apikeys/cache.py): a change to a key or
 # its domain applies at once through the version in Redis; this bounds it should that version fail.
@@ -236,7 +236,7 @@ MAILSERVICE_INBOUND_MAX_BYTES = env_int("MAILSERVICE_INBOUND_MAX_BYTES", 25 * 10
 # again; whether the domain is still verified is checked anyway when its mail is stored.
 MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS = env_float("MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS", 5.0)
 # Messages received, parsed and stored at once (each a worker thread); the others wait before their
-# DATA is read, so peak memory is bounded by WORKERS x INBOUND_MAX_BYTES (README: Inbound mail).
+# DATA is read, so peak memory is bounded by WORKERS x INBOUND_MAX_BYTES (docs/inbound.md).
 MAILSERVICE_INBOUND_WORKERS = env_int("MAILSERVICE_INBOUND_WORKERS", 4)
 # Parsing budget per message: a message that takes longer is stored raw, marked unparsed.
 MAILSERVICE_INBOUND_PARSE_SECONDS = env_float("MAILSERVICE_INBOUND_PARSE_SECONDS", 5.0)
@@ -270,7 +270,7 @@ MAILSERVICE_RETENTION_BATCH_SIZE = env_int("MAILSERVICE_RETENTION_BATCH_SIZE", 5
 # Safeguards: a domain is paused when, over its most recent sends (at most WINDOW_SENDS, none older
 # than WINDOW_HOURS), the bounce or complaint rate is over the limit AND there is evidence: at least
 # MIN_SENDS sends in the window and at least MIN_BOUNCES bounced (MIN_COMPLAINTS complained)
-# messages, so one early bounce or one forged complaint cannot stop a domain (README: Safeguards).
+# messages, so one early bounce or one forged complaint cannot stop a domain (docs/inbound.md, Safeguards).
 MAILSERVICE_SAFEGUARD_WINDOW_SENDS = env_int("MAILSERVICE_SAFEGUARD_WINDOW_SENDS", 500)
 MAILSERVICE_SAFEGUARD_WINDOW_HOURS = env_int("MAILSERVICE_SAFEGUARD_WINDOW_HOURS", 24)
 MAILSERVICE_SAFEGUARD_MIN_SENDS = env_int("MAILSERVICE_SAFEGUARD_MIN_SENDS", 100)

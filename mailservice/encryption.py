@@ -31,7 +31,7 @@ def _fernet(keys: tuple[str, ...]) -> MultiFernet:
     if not keys:
         raise ImproperlyConfigured(
             "MAILSERVICE_ENCRYPTION_KEYS must be set when DEBUG is false: secrets such as DKIM private keys"
-            " are stored encrypted with it (see the README, Configuration)"
+            " are stored encrypted with it (see docs/configuration.md)"
         )
     return MultiFernet([Fernet(key) for key in keys])
 

@@ -2,7 +2,7 @@
 
 This module is the shared kernel's: it imports nothing from the HTTP layer, so services,
 commands and SMTP servers raise ApiError without depending on DRF. `mailservice.api.exceptions`
-renders it as the spec's envelope; the README's code table is checked against `ErrorCode`.
+renders it as the spec's envelope; the code table of docs/api.md is checked against `ErrorCode`.
 """
 
 from enum import StrEnum
@@ -73,7 +73,7 @@ STATUS_OF_CODE: dict[ErrorCode, int] = {
 }
 
 # Codes raised only by operator commands (one-line CLI errors); the API never answers with them,
-# so the README's table of API codes leaves them out.
+# so the table of API codes in docs/api.md leaves them out.
 OPERATOR_ONLY: frozenset[ErrorCode] = frozenset(
     {ErrorCode.DOMAIN_NOT_FOUND, ErrorCode.SUPPRESSION_NOT_FOUND, ErrorCode.INVALID_ADDRESS}
 )

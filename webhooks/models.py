@@ -11,7 +11,7 @@ def _endpoint_public_id() -> str:
 
 
 class EventType(models.TextChoices):
-    """The event types an application can subscribe to (README "Events and webhooks")."""
+    """The event types an application can subscribe to (docs/webhooks.md)."""
 
     ACCEPTED = "email.accepted"
     DELIVERED = "email.delivered"

@@ -1,4 +1,4 @@
-"""The JSON body of each event (README "Events and webhooks", OpenAPI `webhooks`).
+"""The JSON body of each event (docs/webhooks.md, OpenAPI `webhooks`).
 
 `{"type", "id", "created_at", "test", "data"}`, where `data` is the message as GET /v1/messages/{id}
 shows it (text null) plus the event's own fields. Built once, when the event is fanned out, so

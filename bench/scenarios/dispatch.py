@@ -5,7 +5,7 @@ without measuring the accept path again), then one notification, as each send's 
 wakes the dispatch loops of real `celery -A config worker` processes (messaging/dispatch_loop.py;
 other scenarios' domains paused), which claim, render, DKIM-sign and send them over SMTP to bench.sink,
 a discarding aiosmtpd server in its own process. Timed from the first claim to the last
-`delivered` event. Each worker process runs the README's thread pool (`--pool threads`), with
+`delivered` event. Each worker process runs the thread pool of docs/delivery.md (`--pool threads`), with
 as many threads as django-post-office's default per process. Against:
 - the ceiling: one smtplib connection pushing the same message, pre-rendered and unsigned, to
   the same sink in a loop (before and after the other runs; the mean is the ceiling);

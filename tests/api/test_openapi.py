@@ -61,7 +61,7 @@ def test_operations_carry_the_spec_names_and_bearer_security(document):
         ("/v1/send", "post"): "send",
         ("/v1/messages", "get"): "listMessages",
         ("/v1/messages/{id}", "get"): "getMessage",
-        # Additions for the links in `email.received` events (README "Events and webhooks").
+        # Additions for the links in `email.received` events (docs/webhooks.md).
         ("/v1/messages/{id}/raw", "get"): "getMessageRaw",
         ("/v1/messages/{id}/attachments/{index}", "get"): "getMessageAttachment",
     }

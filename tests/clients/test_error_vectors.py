@@ -1,7 +1,7 @@
 """The shared error vectors (clients/error-vectors.json), run against the Python client.
 
-The JS suite runs the same file (clients/js/test/errors.test.mjs). Every code of the README's
-error table has a vector, so a new code cannot reach a client unclassified.
+The JS suite runs the same file (clients/js/test/errors.test.mjs). Every code of the error table
+in docs/api.md has a vector, so a new code cannot reach a client unclassified.
 """
 
 import json
@@ -11,7 +11,7 @@ import mailservice_client
 import pytest
 from mailservice_client.errors import error_from_response
 
-from tests.contract.test_error_codes import readme_error_table
+from tests.contract.test_error_codes import documented_error_table
 from tests.harness import ROOT
 
 CASES: list[dict[str, Any]] = json.loads((ROOT / "clients" / "error-vectors.json").read_text())["cases"]
@@ -30,9 +30,9 @@ def test_the_python_client_picks_each_vectors_class(case: dict[str, Any]):
     assert error.request_id == (case["request_id"] or "req_header")
 
 
-def test_every_code_of_the_readme_has_a_vector_with_its_status():
+def test_every_documented_code_has_a_vector_with_its_status():
     vectors = {case["code"]: case["status"] for case in CASES if case["code"] == case["name"]}
-    assert vectors == readme_error_table()
+    assert vectors == documented_error_table()
 
 
 def test_only_sending_paused_is_a_pause():

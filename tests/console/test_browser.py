@@ -72,7 +72,7 @@ def send(base_url: str, secret: str) -> httpx.Response:
 
 
 def create_superuser() -> None:
-    """The README's way in: `manage.py createsuperuser`, here non-interactive, on the test database."""
+    """The way in of docs/operating.md: `manage.py createsuperuser`, here non-interactive, on the test database."""
     subprocess.run(
         [
             str(BIN / "python"),

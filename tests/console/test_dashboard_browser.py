@@ -1,6 +1,6 @@
 """The dashboard in headless Chromium, on data from a real run (web, worker, relay), and the lists at 1366 px.
 
-Its screenshot (var/screenshots/dashboard.png) is the README's docs/images/dashboard.png, copied by hand
+Its screenshot (var/screenshots/dashboard.png) is docs/images/dashboard.png (docs/operating.md), copied by hand
 after a run, so the suite never rewrites a tracked file.
 """
 

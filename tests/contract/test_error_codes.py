@@ -1,16 +1,16 @@
-"""The README's table of error codes is the enum's API codes with their statuses, nothing more or less."""
+"""The table of error codes in docs/api.md is the enum's API codes with their statuses, nothing more or less."""
 
 import re
 from pathlib import Path
 
 from mailservice.errors import OPERATOR_ONLY, STATUS_OF_CODE, ErrorCode
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 
-def readme_error_table() -> dict[str, int]:
+def documented_error_table() -> dict[str, int]:
     """`| status | codes |` rows after "Error codes": each backquoted code with its row's status."""
-    text = README.read_text()
+    text = API_DOC.read_text()
     table = text[text.index("Error codes, stable for clients") :].split("\n\n")[1]
     codes: dict[str, int] = {}
     for row in table.splitlines():
@@ -22,9 +22,9 @@ def readme_error_table() -> dict[str, int]:
     return codes
 
 
-def test_the_readme_table_lists_every_api_code_with_its_status():
+def test_the_documented_table_lists_every_api_code_with_its_status():
     api_codes = {str(code): status for code, status in STATUS_OF_CODE.items() if code not in OPERATOR_ONLY}
-    assert readme_error_table() == api_codes
+    assert documented_error_table() == api_codes
 
 
 def test_every_code_has_a_status():

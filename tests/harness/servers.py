@@ -123,7 +123,7 @@ def inbound_smtp_server(**env: str) -> Iterator[int]:
 class CeleryWorker(ChildProcess):
     """`celery -A config worker -B` (embedded beat unless `beat=False`) on the test database; restartable.
 
-    Solo pool, or the README's thread pool with `threads` batches at once; `queues` (comma-separated)
+    Solo pool, or the thread pool of docs/delivery.md with `threads` batches at once; `queues` (comma-separated)
     instead of the default queue, as the Procfile's webhooks worker. `start` returns at once;
     `wait_ready` waits until the worker consumes from the queue (its log says `ready.`)."""
 

@@ -37,7 +37,7 @@ ANCHOR_HTML = (
 ORDINARY_BOUNCE = BOUNCE_HEADER + b"The quick brown fox jumps over the lazy dog, again and again and again.\r\n" * 1_100
 SECOND = 1.0
 WORKERS = 4
-# The documented bound (README, Inbound mail): a message being received and stored costs at most
+# The documented bound (docs/inbound.md): a message being received and stored costs at most
 # five times its size; at most MAILSERVICE_INBOUND_WORKERS are at once.
 MEMORY_PER_BYTE = 5
 

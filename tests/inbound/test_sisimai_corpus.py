@@ -1,7 +1,7 @@
 """The sisimai corpus (tests/fixtures/bounces/sisimai, BSD-2-Clause) through `classify`, with the issue's thresholds.
 
 A regression set, not the goal: the rules in messaging.inbound.reports come from the formats
-(RFC 3464/3463/6533/5965 and vendors' documents). The measured figures are in the README.
+(RFC 3464/3463/6533/5965 and vendors' documents). The measured figures are in docs/inbound.md.
 """
 
 import base64

@@ -1,4 +1,4 @@
-"""Delivery control with real workers (the README's thread-pool worker, on Redis) and an aiosmtpd sink.
+"""Delivery control with real workers (the thread-pool worker of docs/delivery.md, on Redis) and an aiosmtpd sink.
 
 One domain's backlog never delays another's mail; the fleet keeps to the relay's rate, slows down
 together when the relay asks and recovers by itself, with nothing lost or sent twice; a recipient

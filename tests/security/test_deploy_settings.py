@@ -3,7 +3,7 @@ import sys
 
 from tests.harness import ROOT, child_env
 
-# The production environment the README documents (behind a TLS-terminating proxy).
+# The production environment docs/configuration.md documents (behind a TLS-terminating proxy).
 PRODUCTION_ENV = {
     "DEBUG": "false",
     "SECRET_KEY": "k" * 20 + "production-like-secret-with-enough-entropy-0123456789",

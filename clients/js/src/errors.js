@@ -76,7 +76,7 @@ export class RateLimitError extends MailServiceError {
 }
 
 /**
- * The class of each code the service answers with (README, "Error codes"): the code decides,
+ * The class of each code the service answers with (docs/api.md, "Error codes"): the code decides,
  * so a database outage and a paused domain (both 503) stay apart.
  * @type {Record<string, typeof MailServiceError>}
  */

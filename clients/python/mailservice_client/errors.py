@@ -108,7 +108,7 @@ class ServiceUnavailableError(MailServiceError):
     """Any other HTTP 502, 503 or 504 (the database unreachable, a proxy without a backend): retry later."""
 
 
-# The class of each code the service answers with (README, "Error codes"): the code decides,
+# The class of each code the service answers with (docs/api.md, "Error codes"): the code decides,
 # so a database outage and a paused domain (both 503) stay apart.
 _BY_CODE: dict[str, type[MailServiceError]] = {
     "ValidationError": BadRequestError,
