@@ -14,7 +14,7 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed
 
 # Embedded defaults: SQLite under var/, in-process dispatch, file outbox under var/outbox/.
-# config/settings.py reads .env (real environment variables win), and so does honcho, so every
+# config/settings.py reads .env (real environment variables win), and so does config/start.py, so every
 # command below, `.venv/bin/python manage.py …` and `make start` share the settings in it.
 run: install .env
 	$(BIN)/python manage.py migrate --verbosity 0
@@ -29,9 +29,10 @@ run: install .env
 manage: install
 	$(BIN)/python manage.py $(ARGS)
 
-# The Procfile's processes together (honcho reads .env); its commands are found in the venv.
+# The Procfile's processes together (config/start.py reads .env; the web on 8000 as with `make run`):
+# a process that ends is named and the others keep running; Ctrl-C stops them all.
 start: install
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho start
+	$(BIN)/python -m config.start
 
 migrate: install
 	$(BIN)/python manage.py migrate

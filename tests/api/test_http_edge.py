@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture(scope="module")
 def procfile_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
-    """The Procfile's web line, run by a shell as honcho runs it, on a free $PORT."""
+    """The Procfile's web line, run by a shell as `make start` runs it, on a free $PORT."""
     with django_db_blocker.unblock(), procfile_web() as port:
         yield f"http://127.0.0.1:{port}"
 

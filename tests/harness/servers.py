@@ -304,14 +304,14 @@ def submission_smtp_server(*, implicit_tls: bool = False, **env: str) -> Iterato
 
 
 def procfile_web_line() -> str:
-    """The Procfile's `web` command, as honcho would run it."""
+    """The Procfile's `web` command, as `make start` runs it (config/start.py)."""
     lines = (ROOT / "Procfile").read_text().splitlines()
     return next(line.partition(":")[2].strip() for line in lines if line.startswith("web:"))
 
 
 @contextmanager
 def procfile_web(**env: str) -> Iterator[int]:
-    """The Procfile's web line run by a shell, as honcho runs it (`make start`: the venv's commands on
+    """The Procfile's web line run by a shell, as `make start` runs it (the venv's commands on
     PATH), on a free $PORT; yields the port."""
     port = free_port()
     environment = child_env(**{"WEB_CONCURRENCY": "2", **env}, PORT=str(port), PATH=f"{BIN}:{os.environ['PATH']}")
