@@ -53,12 +53,41 @@ def test_the_alerts_cover_the_queue_the_relay_and_the_pause_thresholds():
     } <= alerts
 
 
-def test_every_procfile_process_has_a_systemd_unit_running_the_same_program():
+def _procfile() -> dict[str, list[str]]:
+    """Each process's words, past any VAR=value prefix."""
+    processes = {}
     for line in (ROOT / "Procfile").read_text().splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, command = line.partition(":")
-        unit = (DEPLOY / "systemd" / f"mailservice-{name}.service").read_text()
-        program = next(word for word in command.split() if "=" not in word)  # past any VAR=value prefix
-        exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
-        assert program in exec_start, (name, program, exec_start)
+        if line and not line.startswith("#"):
+            name, _, command = line.partition(":")
+            words = command.split()
+            processes[name] = words[next(i for i, word in enumerate(words) if "=" not in word) :]
+    return processes
+
+
+def _exec_start(name: str) -> list[str]:
+    unit = (DEPLOY / "systemd" / f"mailservice-{name}.service").read_text()
+    return next(line for line in unit.splitlines() if line.startswith("ExecStart=")).removeprefix("ExecStart=").split()
+
+
+@pytest.mark.parametrize("name", sorted(_procfile()))
+def test_every_procfile_process_has_a_systemd_unit_running_the_same_command(name):
+    """The same program on the same module (the ASGI server, not the sync WSGI one), with every option the
+    Procfile gives (values may differ: ports, worker counts)."""
+    procfile, unit = _procfile()[name], _exec_start(name)
+    assert unit[0].rsplit("/", 1)[-1] == procfile[0] and unit[1:3] == procfile[1:3], (procfile, unit)
+    options = {word.partition("=")[0] for word in procfile if word.startswith("-")}
+    assert options <= {word.partition("=")[0] for word in unit if word.startswith("-")}, (procfile, unit)
+
+
+@pytest.mark.parametrize("name", ["inbound", "submission"])
+def test_the_smtp_units_listen_on_every_address(name):
+    unit = _exec_start(name)
+    assert unit[unit.index("--host") + 1] == "0.0.0.0"
+
+
+def test_the_install_step_enables_every_unit():
+    units = {path.stem for path in (DEPLOY / "systemd").glob("*.service")}
+    install = next(
+        line for line in (DEPLOY / "systemd" / "mailservice-web.service").read_text().splitlines() if "enable" in line
+    )
+    assert units == set(re.findall(r"mailservice-[a-z]+", install.partition("enable --now")[2]))
