@@ -7,7 +7,10 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    from config.startup import one_line_errors
+
+    with one_line_errors("manage.py"):
+        execute_from_command_line(sys.argv)
 
 
 if __name__ == "__main__":

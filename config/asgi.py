@@ -18,10 +18,14 @@ from typing import Any
 from a2wsgi import WSGIMiddleware
 from django.core.wsgi import get_wsgi_application
 
+from config.startup import WORKER_BOOT_ERROR, one_line_errors
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+with one_line_errors("web", status=WORKER_BOOT_ERROR):
+    wsgi_application = get_wsgi_application()
 # django-stubs type the handler's response as HttpResponseBase, which is the iterable of bytes WSGI wants.
 django_application = WSGIMiddleware(
-    get_wsgi_application(),  # type: ignore[arg-type]
+    wsgi_application,  # type: ignore[arg-type]
     workers=int(os.environ.get("WEB_THREADS", "8")),
 )
 

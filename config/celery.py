@@ -1,8 +1,11 @@
 import os
+import sys
 from typing import TYPE_CHECKING
 
 from celery import Celery, bootsteps
 from celery.signals import task_postrun, task_prerun, worker_init
+
+from config.startup import one_line_errors
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -73,3 +76,12 @@ class DispatchLoopStep(bootsteps.StartStopStep):
 
 
 app.steps["worker"].add(DispatchLoopStep)
+
+
+if os.path.basename(sys.argv[0]) == "celery":
+    # Set Django up now, where a bad setting is one line: Celery's Django fixup would do it inside a signal
+    # handler that logs the error with its traceback, then fails again with another.
+    import django
+
+    with one_line_errors("celery"):
+        django.setup()

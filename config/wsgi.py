@@ -2,5 +2,8 @@ import os
 
 from django.core.wsgi import get_wsgi_application
 
+from config.startup import WORKER_BOOT_ERROR, one_line_errors
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-application = get_wsgi_application()
+with one_line_errors("web", status=WORKER_BOOT_ERROR):
+    application = get_wsgi_application()

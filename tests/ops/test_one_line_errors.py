@@ -1,0 +1,64 @@
+"""A bad setting or an unreachable database stops a process with one line naming it, not a traceback
+(config/startup.py); `--traceback` or DEBUG shows the traceback."""
+
+import subprocess
+
+import pytest
+
+from tests.harness.env import child_env
+from tests.harness.process import BIN, ROOT, free_port
+
+BAD_EMAIL_URL = "smtp://relay.example?verfy=1"
+WHAT = "ImproperlyConfigured: EMAIL_URL: unknown option(s) verfy"
+
+
+def _run(command: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command, cwd=ROOT, env=child_env(**env), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def _lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("program", "command"),
+    [
+        ("manage.py", [str(BIN / "python"), "manage.py", "check"]),
+        ("manage.py", [str(BIN / "python"), "manage.py", "create_domain", "one.example"]),
+        ("celery", [str(BIN / "celery"), "-A", "config", "worker", "--pool", "solo"]),
+        ("celery", [str(BIN / "celery"), "-A", "config", "beat"]),
+    ],
+)
+def test_a_bad_setting_is_one_line(program, command):
+    result = _run(command, EMAIL_URL=BAD_EMAIL_URL)
+    assert result.returncode == 1
+    assert _lines(result) == [f"{program}: {WHAT} (known: starttls, verify, ca_file)"], _lines(result)
+
+
+@pytest.mark.django_db
+def test_the_web_server_names_the_bad_setting_and_stops():
+    port = free_port()
+    command = [str(BIN / "gunicorn"), "config.asgi", "--worker-class", "config.workers.WebWorker"]
+    result = _run([*command, "--bind", f"127.0.0.1:{port}"], EMAIL_URL=BAD_EMAIL_URL)
+    assert result.returncode != 0
+    assert f"web: {WHAT}" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_an_unreachable_database_is_one_line():
+    port = free_port()  # nothing listens there
+    result = _run(
+        [str(BIN / "python"), "manage.py", "create_domain", "one.example"],
+        DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/mailservice",
+    )
+    assert result.returncode == 1
+    [line] = _lines(result)
+    assert line.startswith("manage.py: OperationalError: ") and "Connection refused" in line
+
+
+@pytest.mark.django_db
+def test_traceback_on_request():
+    result = _run([str(BIN / "python"), "manage.py", "check", "--traceback"], EMAIL_URL=BAD_EMAIL_URL)
+    assert result.returncode == 1 and "Traceback (most recent call last)" in result.stderr
