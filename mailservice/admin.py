@@ -7,6 +7,8 @@ from django.contrib.auth.models import Group, User
 from mailservice.console import ConsoleModelAdmin
 
 admin.site.site_header = "Mail service console"
+# The pages' width goes to the lists' columns; the index and the breadcrumbs lead to every page.
+admin.site.enable_nav_sidebar = False
 admin.site.site_title = "Mail service console"
 admin.site.index_title = "Operations"
 

@@ -35,6 +35,9 @@ class ConsoleModelAdmin(admin.ModelAdmin):
     only reaches `search_fields`. Every registered ModelAdmin derives from this
     (tests/console/test_secret_lookups.py checks that)."""
 
+    class Media:
+        css = {"all": ["mailservice/console.css"]}  # long values cut to keep the list's columns in view
+
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:

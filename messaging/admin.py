@@ -58,7 +58,7 @@ class MessageChangeList(ChangeList):
 @admin.register(Message)
 class MessageAdmin(ConsoleModelAdmin):
     # Six columns fit 1366 px: the domain is in From, direction and status share one, the subject is cut short.
-    list_display = ["public_id", "created", "state", "from_address", "recipients_short", "subject_short"]
+    list_display = ["public_id", "created", "state", "recipients_short", "subject_short", "from_address"]
     list_filter = ["direction", "status", "is_test", "domain", ("created_at", admin.DateFieldListFilter)]
     list_select_related = ["domain"]
     search_fields = ["=public_id", "from_address", "to", "subject"]
