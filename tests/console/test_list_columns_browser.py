@@ -62,7 +62,7 @@ def _visible_headers(page) -> dict[str, bool]:
         ("/admin/webhooks/webhookdelivery/", ["STATUS", "ATTEMPTS", "LAST STATUS CODE"]),
     ],
 )
-def test_key_columns_are_in_view_at_1280_pixels(browser_page, path, key_columns):
+def test_key_columns_are_in_view_at_1280_pixels(browser_page, path, key_columns):  # noqa: F811 - the fixture
     page = browser_page
     page.set_viewport_size({"width": WIDTH, "height": 900})
     create_superuser()
