@@ -9,6 +9,7 @@ with email.send as the password; then the rules of POST /v1/send, as SMTP replie
     51st recipient                                         452 4.5.3
     larger than MAILSERVICE_SUBMISSION_MAX_BYTES           552 (announced with SIZE)
     a header that cannot be read                           554 5.6.0
+    a bare CR or bare LF anywhere in the data              554 5.6.0 (SMTP smuggling)
     over the per-IP request limit                          421 4.7.0 (AUTH) / 451 4.7.0 (MAIL)
 
 Every AUTH attempt and every message count against the API's per-client-IP limit, on the same
