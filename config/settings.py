@@ -89,11 +89,13 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 
-# --- The console's login: throttled per user name and client IP (django-axes) ---
+# --- The console's login: throttled per user name, from whatever addresses (django-axes) ---
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env_int("MAILSERVICE_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("MAILSERVICE_LOGIN_LOCKOUT_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Per user name alone: counted per (user name, address), 8 addresses had 5 guesses each. The lock
+# covers every (user name, address) pair too, as one failure limit applies to every parameter set.
+AXES_LOCKOUT_PARAMETERS = ["username"]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "mailservice.api.clientip.client_ip"  # MAILSERVICE_TRUSTED_PROXIES decides, as for the API
 AXES_LOCKOUT_TEMPLATE = "admin/mailservice/locked_out.html"
