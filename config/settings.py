@@ -284,6 +284,8 @@ MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT",
 # --- Operations: GET /metrics (mailservice/metrics.py) ----------------------------------------
 # The bearer token Prometheus scrapes /metrics with; unset, /metrics does not exist (404).
 MAILSERVICE_METRICS_TOKEN = env_str("MAILSERVICE_METRICS_TOKEN")
+# Wrong tokens one client address may present per window ('10/m'); then 429 until the window ends.
+MAILSERVICE_METRICS_FAILURE_RATE = env_str("MAILSERVICE_METRICS_FAILURE_RATE", "10/m")
 # prometheus-client's multiprocess mode reads PROMETHEUS_MULTIPROC_DIR itself; the web and worker
 # processes of a host share it. It must exist before the first metric is written.
 _METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
