@@ -262,6 +262,13 @@ MAILSERVICE_TLS_KEY_FILE = env_str("MAILSERVICE_TLS_KEY_FILE")
 # refused before STARTTLS unless plaintext AUTH is allowed (loopback and development only).
 MAILSERVICE_SUBMISSION_MAX_BYTES = env_int("MAILSERVICE_SUBMISSION_MAX_BYTES", 10 * 1024 * 1024)
 MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH = env_bool("MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH", False)
+# Open sessions one client address may hold on a server process; the next is answered 421 and closed.
+MAILSERVICE_SUBMISSION_MAX_CONNECTIONS_PER_IP = env_int("MAILSERVICE_SUBMISSION_MAX_CONNECTIONS_PER_IP", 20)
+# Failed AUTH per window ('10/15m'), counted in the cache (Redis: every server process) per client
+# address and per API key (its prefix, the key the password names); at the limit AUTH gets 454 4.7.0
+# until the window ends, even with the right key.
+MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP = env_str("MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP", "10/15m")
+MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_KEY = env_str("MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_KEY", "20/15m")
 
 # Retention (messaging/retention.py): messages older than this many days (a domain's own
 # setting, when it has one) are purged with their events every PURGE_INTERVAL seconds.

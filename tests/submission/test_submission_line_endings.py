@@ -2,9 +2,7 @@
 sees one: relays disagree on whether it ends a line or the data (SMTP smuggling, headers slipped
 past the DKIM signature). Real processes: run_submission_smtp, a Celery worker, an aiosmtpd sink."""
 
-import base64
 import re
-import socket
 import uuid
 from collections.abc import Iterator
 
@@ -13,6 +11,7 @@ import pytest
 from messaging.models import Message
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.harness import FAST_DISPATCH, celery_worker, smtp_sink, submission_smtp_server, wait_until
+from tests.submission.raw_smtp import RawSession
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -22,29 +21,6 @@ ENV = FAST_DISPATCH | {"MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH": "true", "C
 HEAD = f"From: billing@{DOMAIN}\r\nTo: bob@example.org\r\n".encode()
 SMUGGLED = b"MAIL FROM:<ceo@victim.test>\r\nRCPT TO:<bob@example.org>\r\nDATA\r\nFrom: ceo@victim.test\r\n\r\npay\r\n"
 _BARE = re.compile(rb"\r(?!\n)|(?<!\r)\n")
-
-
-class RawSession:
-    """An SMTP client that sends exactly the bytes it is given (smtplib rewrites line endings)."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.replies = self.sock.makefile("rb")
-        assert self.reply().startswith(b"220")
-
-    def reply(self) -> bytes:
-        lines = [self.replies.readline()]
-        while lines[-1][3:4] == b"-":
-            lines.append(self.replies.readline())
-        return b"".join(lines)
-
-    def send(self, data: bytes) -> bytes:
-        self.sock.sendall(data)
-        return self.reply()
-
-    def close(self) -> None:
-        self.replies.close()
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +33,7 @@ def port(django_db_setup, django_db_blocker) -> Iterator[int]:
 def session(port: int) -> Iterator[RawSession]:
     key = ApiKeyFactory(domain=DomainFactory(name=DOMAIN))
     smtp = RawSession(port)
-    assert smtp.send(b"EHLO client.example\r\n").startswith(b"250")
-    credentials = base64.b64encode(b"\0apikey\0" + key.secret.encode())
-    assert smtp.send(b"AUTH PLAIN " + credentials + b"\r\n").startswith(b"235")
+    assert smtp.auth_plain(key.secret).startswith(b"235")
     yield smtp
     smtp.close()
 
