@@ -180,10 +180,15 @@ def _mailboxes(name: str, value: str) -> list[str]:
 
 def refuse_bare_line_breaks(raw: bytes) -> None:
     """SubmissionMalformed naming the first line holding a CR or LF that is not part of a CRLF."""
-    found = _BARE_LINE_BREAK.search(raw)
-    if found is not None:
-        kind = "CR" if found.group() == b"\r" else "LF"
-        number = raw.count(b"\n", 0, found.start()) + 1
+    # Every CRLF blanked out at the same length, so positions hold: any CR or LF left is bare.
+    # A copy and memchr-speed scans: 20 ms for 10 MB of mail (0.1 s for 10 MB of empty lines); a
+    # regex search took 0.5 to 0.9 s.
+    blanked = raw.replace(b"\r\n", b"  ")
+    found = [at for at in (blanked.find(b"\r"), blanked.find(b"\n")) if at >= 0]
+    if found:
+        at = min(found)
+        kind = "CR" if raw[at : at + 1] == b"\r" else "LF"
+        number = raw.count(b"\n", 0, at) + 1
         raise SubmissionMalformed(f"line {number} holds a bare {kind}: every line must end with CRLF")
 
 

@@ -105,3 +105,22 @@ def test_the_bare_line_break_check_is_linear_on_the_largest_message(line_break):
     with pytest.raises(SubmissionMalformed, match=f"line {10 * 1024 * 1024 // 3 + 1} holds a bare"):
         refuse_bare_line_breaks(raw)
     assert time.perf_counter() - started < 2.0
+
+
+@pytest.mark.parametrize(
+    ("raw", "complaint"),
+    [
+        (b"a\r\nb\r\r\n", "line 2 holds a bare CR"),
+        (b"a\r\n\n\r\n", "line 2 holds a bare LF"),
+        (b"a\r\nb\r\nc\r", "line 3 holds a bare CR"),
+        (b"\na\r\n", "line 1 holds a bare LF"),
+        (b"a\r\n\r\r\n\n", "line 2 holds a bare CR"),
+    ],
+)
+def test_the_first_bare_cr_or_lf_is_named(raw, complaint):
+    with pytest.raises(SubmissionMalformed, match=complaint):
+        refuse_bare_line_breaks(raw)
+
+
+def test_crlf_line_endings_alone_pass():
+    refuse_bare_line_breaks(b"From: a@acme.example.com\r\n\r\n\r\n.\r\nbody\r\n")
