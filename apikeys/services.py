@@ -68,7 +68,8 @@ def _is_key_text(text: str) -> bool:
     return text.isascii() and text.isalnum()
 
 
-def _prefix_of(raw_key: str) -> str | None:
+def key_prefix_of(raw_key: str) -> str | None:
+    """The prefix a presented key claims (it finds the row; not secret), None when it cannot be one."""
     prefix = raw_key[3 : 3 + KEY_PREFIX_LENGTH]
     # Only a prefix of the key alphabet is looked up: anything else (NUL included) cannot exist.
     if not raw_key.startswith("ms_") or len(raw_key) < 3 + KEY_PREFIX_LENGTH + 1 or not _is_key_text(prefix):
@@ -79,7 +80,7 @@ def _prefix_of(raw_key: str) -> str | None:
 def apikey_authenticate(*, raw_key: str, keys_version: bytes | None = None) -> ApiKey | None:
     """The active key matching raw_key, or None. Its domain comes along (one query, none when the
     key was read at `keys_version`, the current version of the keys: apikeys/cache.py)."""
-    prefix = _prefix_of(raw_key)
+    prefix = key_prefix_of(raw_key)
     api_key = _key_with_domain(prefix, keys_version) if prefix else None
     expected = api_key.secret_hash if api_key else _NO_SUCH_KEY_DIGEST
     matches = hmac.compare_digest(expected, key_digest(raw_key))

@@ -89,11 +89,13 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last, as django-axes requires
 ]
 
-# --- The console's login: throttled per user name and client IP (django-axes) ---
+# --- The console's login: throttled per user name, from whatever addresses (django-axes) ---
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env_int("MAILSERVICE_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_float("MAILSERVICE_LOGIN_LOCKOUT_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Per user name alone: counted per (user name, address), 8 addresses had 5 guesses each. The lock
+# covers every (user name, address) pair too, as one failure limit applies to every parameter set.
+AXES_LOCKOUT_PARAMETERS = ["username"]
 AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "mailservice.api.clientip.client_ip"  # MAILSERVICE_TRUSTED_PROXIES decides, as for the API
 AXES_LOCKOUT_TEMPLATE = "admin/mailservice/locked_out.html"
@@ -260,6 +262,13 @@ MAILSERVICE_TLS_KEY_FILE = env_str("MAILSERVICE_TLS_KEY_FILE")
 # refused before STARTTLS unless plaintext AUTH is allowed (loopback and development only).
 MAILSERVICE_SUBMISSION_MAX_BYTES = env_int("MAILSERVICE_SUBMISSION_MAX_BYTES", 10 * 1024 * 1024)
 MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH = env_bool("MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH", False)
+# Open sessions one client address may hold on a server process; the next is answered 421 and closed.
+MAILSERVICE_SUBMISSION_MAX_CONNECTIONS_PER_IP = env_int("MAILSERVICE_SUBMISSION_MAX_CONNECTIONS_PER_IP", 20)
+# Failed AUTH per window ('10/15m'), counted in the cache (Redis: every server process) per client
+# address and per API key (its prefix, the key the password names); at the limit AUTH gets 454 4.7.0
+# until the window ends, even with the right key.
+MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP = env_str("MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP", "10/15m")
+MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_KEY = env_str("MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_KEY", "20/15m")
 
 # Retention (messaging/retention.py): messages older than this many days (a domain's own
 # setting, when it has one) are purged with their events every PURGE_INTERVAL seconds.
@@ -282,6 +291,8 @@ MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT",
 # --- Operations: GET /metrics (mailservice/metrics.py) ----------------------------------------
 # The bearer token Prometheus scrapes /metrics with; unset, /metrics does not exist (404).
 MAILSERVICE_METRICS_TOKEN = env_str("MAILSERVICE_METRICS_TOKEN")
+# Wrong tokens one client address may present per window ('10/m'); then 429 until the window ends.
+MAILSERVICE_METRICS_FAILURE_RATE = env_str("MAILSERVICE_METRICS_FAILURE_RATE", "10/m")
 # prometheus-client's multiprocess mode reads PROMETHEUS_MULTIPROC_DIR itself; the web and worker
 # processes of a host share it. It must exist before the first metric is written.
 _METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")

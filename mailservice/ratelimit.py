@@ -5,6 +5,11 @@ on the same counter, so a client cannot get twice the budget by switching protoc
 REDIS_URL the counter is in Redis, shared across processes, and counting it takes one round trip
 that can also read one more key (the API keys' version, apikeys/cache.py): every API request
 pays that round trip anyway. Without Redis (the embedded mode) django-ratelimit counts in the cache.
+
+Failed credentials (the /metrics token, SMTP AUTH) have counters of their own, in the cache (Redis
+with REDIS_URL, so every process sees them): `failures_wait` before checking, `failure_counted`
+after a wrong one. While a key is at its limit even the right credentials are refused, or a
+guesser would keep learning which guess was right.
 """
 
 import logging
@@ -14,6 +19,7 @@ from functools import cache
 
 import redis
 from django.conf import settings
+from django.core.cache import cache as django_cache
 from django.http import HttpRequest
 from django_ratelimit.core import get_usage
 
@@ -90,3 +96,35 @@ def _counted_in_cache(ip: str) -> int | None:
     if usage is None or not usage["should_limit"]:
         return None
     return max(1, int(usage["time_left"]))
+
+
+def _failure_keys(group: str, keys: list[str], rate: str) -> tuple[list[str], int, int]:
+    """The cache keys of the current fixed window, the limit, and the seconds the window has left."""
+    limit, period = _rate(rate)
+    window = int(time.time()) // period
+    left = max(1, (window + 1) * period - int(time.time()))
+    return [f"failures:{group}:{key}:{period}:{window}" for key in keys], limit, left
+
+
+def failures_wait(*, group: str, keys: list[str], rate: str) -> int | None:
+    """The seconds left in the window when any of `keys` has `rate`'s number of failures in it, else None.
+
+    A cache outage lets the attempt through (logged), as for the request limit."""
+    cache_keys, limit, left = _failure_keys(group, keys, rate)
+    try:
+        counts = django_cache.get_many(cache_keys)
+    except Exception:  # noqa: BLE001 - see request_counted_reading
+        logger.warning("failure counter unavailable; attempt let through", exc_info=True)
+        return None
+    return left if any(count >= limit for count in counts.values()) else None
+
+
+def failure_counted(*, group: str, keys: list[str], rate: str) -> None:
+    """Count one failure against each of `keys` in the current window of `rate`."""
+    cache_keys, _, left = _failure_keys(group, keys, rate)
+    try:
+        for cache_key in cache_keys:
+            django_cache.add(cache_key, 0, timeout=left + 1)
+            django_cache.incr(cache_key)
+    except Exception:  # noqa: BLE001 - see request_counted_reading
+        logger.warning("failure counter unavailable; failure not counted", exc_info=True)

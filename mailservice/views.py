@@ -10,9 +10,11 @@ from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from mailservice import metrics
+from mailservice.api.clientip import client_ip
 from mailservice.api.exceptions import error_response
 from mailservice.errors import ErrorCode
 from mailservice.health import OK, readiness
+from mailservice.ratelimit import failure_counted, failures_wait
 
 # Read-only pages: any other method is the API's JSON 405, never a CSRF 403.
 
@@ -51,11 +53,20 @@ def readyz(request: HttpRequest) -> JsonResponse:
 @csrf_exempt
 @require_safe
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Prometheus text, only for `Authorization: Bearer $MAILSERVICE_METRICS_TOKEN` (404 while no token is set)."""
+    """Prometheus text, only for `Authorization: Bearer $MAILSERVICE_METRICS_TOKEN` (404 while no token is set).
+
+    Wrong tokens are counted per client address: at MAILSERVICE_METRICS_FAILURE_RATE, 429 until the window ends."""
     token = settings.MAILSERVICE_METRICS_TOKEN
     if not token:
         return error_response(request, ErrorCode.NOT_FOUND, "No such resource")
-    presented = request.headers.get("Authorization", "").removeprefix("Bearer ")
-    if not hmac.compare_digest(presented.encode(), f"{token}".encode()):
+    address, rate = [client_ip(request)], settings.MAILSERVICE_METRICS_FAILURE_RATE
+    wait = failures_wait(group="metrics", keys=address, rate=rate)
+    if wait is not None:
+        return error_response(
+            request, ErrorCode.RATE_LIMITED, "Too many wrong metrics tokens", headers={"Retry-After": str(wait)}
+        )
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if not (scheme.lower() == "bearer" and hmac.compare_digest(presented.encode(), f"{token}".encode())):
+        failure_counted(group="metrics", keys=address, rate=rate)
         return error_response(request, ErrorCode.UNAUTHORIZED, "GET /metrics needs the metrics bearer token")
     return HttpResponse(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)

@@ -3,7 +3,9 @@
 Hostile input is the normal case, so nothing here backtracks or recurses: the header block is
 found within MAX_HEADER_BYTES, split into fields in one pass, and address lists are split by a
 single left-to-right scan (quotes, angle brackets, comments, groups). Anything malformed is a
-SubmissionMalformed whose message the server sends back in a 5xx reply. The body is not parsed
+SubmissionMalformed whose message the server sends back in a 5xx reply. A bare CR or bare LF
+anywhere is refused: relays disagree on whether it ends a line (or, before a dot, the data), which
+is what SMTP smuggling and header injection past the DKIM signature use. The body is not parsed
 here (the text/plain part is found by the inbound parser's compat32 walk, which never raises).
 
 For dispatch the message goes out as submitted: the header block loses its Bcc fields and gains a
@@ -31,7 +33,7 @@ MAX_ADDRESSES = 200  # per header: To and Cc carry at most the 50 recipients, wi
 _FIELD_NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]+")  # RFC 5322 2.2: printable ASCII but colon
 _HEADER_END = re.compile(rb"\r?\n\r?\n")
 _LINE_END = re.compile(rb"\r?\n")
-_BARE_LF = re.compile(rb"(?<!\r)\n")
+_BARE_LINE_BREAK = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 
 
 class SubmissionMalformed(ValidationFailed):
@@ -176,6 +178,20 @@ def _mailboxes(name: str, value: str) -> list[str]:
     return mailboxes
 
 
+def refuse_bare_line_breaks(raw: bytes) -> None:
+    """SubmissionMalformed naming the first line holding a CR or LF that is not part of a CRLF."""
+    # Every CRLF blanked out at the same length, so positions hold: any CR or LF left is bare.
+    # A copy and memchr-speed scans: 20 ms for 10 MB of mail (0.1 s for 10 MB of empty lines); a
+    # regex search took 0.5 to 0.9 s.
+    blanked = raw.replace(b"\r\n", b"  ")
+    found = [at for at in (blanked.find(b"\r"), blanked.find(b"\n")) if at >= 0]
+    if found:
+        at = min(found)
+        kind = "CR" if raw[at : at + 1] == b"\r" else "LF"
+        number = raw.count(b"\n", 0, at) + 1
+        raise SubmissionMalformed(f"line {number} holds a bare {kind}: every line must end with CRLF")
+
+
 def parse_submitted(raw: bytes) -> SubmittedHeaders:
     """The fields a submitted message is stored and listed with; SubmissionMalformed when it cannot be read."""
     fields = header_fields(raw)
@@ -200,7 +216,8 @@ def parse_submitted(raw: bytes) -> SubmittedHeaders:
 
 
 def submitted_wire(raw: bytes, *, message_id: str, date: datetime) -> bytes:
-    """The stored submission as it goes out: CRLF line endings, no Bcc field, and a Message-ID
+    """The stored submission as it goes out: CRLF line endings (a bare CR or LF, refused since, in a
+    message stored before, becomes CRLF so no relay sees one), no Bcc field, and a Message-ID
     and a Date added at the end of the header block when it has none. The body is untouched."""
     head, rest = _split_head(raw)
     kept: list[bytes] = []
@@ -214,7 +231,7 @@ def submitted_wire(raw: bytes, *, message_id: str, date: datetime) -> bytes:
         kept.append(f"Message-ID: {message_id}".encode())
     if b"date" not in present:
         kept.append(f"Date: {format_datetime(date)}".encode())
-    return _BARE_LF.sub(b"\r\n", b"\r\n".join(kept) + (rest or b"\r\n\r\n"))
+    return _BARE_LINE_BREAK.sub(b"\r\n", b"\r\n".join(kept) + (rest or b"\r\n\r\n"))
 
 
 def submitted_rendering(message: Message) -> RenderedMessage:

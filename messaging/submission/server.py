@@ -9,12 +9,19 @@ with email.send as the password; then the rules of POST /v1/send, as SMTP replie
     51st recipient                                         452 4.5.3
     larger than MAILSERVICE_SUBMISSION_MAX_BYTES           552 (announced with SIZE)
     a header that cannot be read                           554 5.6.0
+    a bare CR or bare LF anywhere in the data              554 5.6.0 (SMTP smuggling)
     over the per-IP request limit                          421 4.7.0 (AUTH) / 451 4.7.0 (MAIL)
+    too many failed AUTH from the address or for the key  454 4.7.0 until the window ends
+    more open sessions from one address than allowed       421 4.7.0, then the connection is closed
 
 Every AUTH attempt and every message count against the API's per-client-IP limit, on the same
-counter. A message is answered 250 only after it is committed (with its `accepted` event), so
-a client that got 250 can forget it; dispatch then sends it exactly once, like an API send.
-Database and cache work runs in worker threads, off the event loop (messaging.smtpd).
+counter. Failed AUTH also counts per address and per key named by the password
+(MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP, _PER_KEY; in Redis, so every server process sees
+them). Open sessions are counted per address in each server process
+(MAILSERVICE_SUBMISSION_MAX_CONNECTIONS_PER_IP). A message is answered 250 only after it is
+committed (with its `accepted` event), so a client that got 250 can forget it; dispatch then
+sends it exactly once, like an API send. Database and cache work runs in worker threads, off
+the event loop (messaging.smtpd).
 """
 
 import asyncio
@@ -22,6 +29,7 @@ import logging
 import socket
 import ssl
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -29,9 +37,10 @@ from typing import Any
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from django.conf import settings
 
+from apikeys.services import key_prefix_of
 from mailservice.errors import ApiError, ErrorCode
 from mailservice.mailbox import is_mailbox
-from mailservice.ratelimit import request_counted
+from mailservice.ratelimit import failure_counted, failures_wait, request_counted
 from messaging.mime import single_line
 from messaging.smtpd import in_thread, serve_until_signalled
 from messaging.submission.services import (
@@ -85,17 +94,90 @@ def mail_refusal(*, ip: str, submitter: Submitter, envelope_from: str) -> str | 
     return None
 
 
-_authenticate = in_thread(submission_authenticate)
+def _auth_throttles(*, ip: str, password: bytes) -> list[tuple[str, list[str], str]]:
+    """(group, keys, rate) of the failed-AUTH counters an attempt from `ip` with `password` is under."""
+    throttles = [("submission-auth-ip", [ip], settings.MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP)]
+    prefix = key_prefix_of(password.decode("ascii", "replace"))
+    if prefix is not None:
+        throttles.append(("submission-auth-key", [prefix], settings.MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_KEY))
+    return throttles
+
+
+def authenticated(*, ip: str, login: bytes, password: bytes) -> Submitter | str:
+    """AUTH: who authenticated, else the reply refusing it. In one call: one trip to a worker thread.
+
+    While the address or the key is at its failure limit even the right key is refused, so a
+    guesser learns nothing more until the window ends."""
+    wait = request_counted(ip=ip)
+    if wait is not None:
+        return f"421 4.7.0 Too many requests; try again in {wait} s"
+    throttles = _auth_throttles(ip=ip, password=password)
+    for group, keys, rate in throttles:
+        wait = failures_wait(group=group, keys=keys, rate=rate)
+        if wait is not None:
+            return f"454 4.7.0 Too many failed authentications; try again in {wait} s"
+    submitter = submission_authenticate(login=login, password=password)
+    if submitter is None:
+        for group, keys, rate in throttles:
+            failure_counted(group=group, keys=keys, rate=rate)
+        return "535 5.7.8 Authentication credentials invalid"
+    return submitter
+
+
+class SessionSlots:
+    """The open sessions of one server process per client address, at most `limit` each."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open: Counter[str] = Counter()
+
+    def take(self, ip: str) -> bool:
+        if self.open[ip] >= self.limit:
+            return False
+        self.open[ip] += 1
+        return True
+
+    def give_back(self, ip: str) -> None:
+        self.open[ip] -= 1
+        if self.open[ip] <= 0:
+            del self.open[ip]
+
+
+_authenticated = in_thread(authenticated)
 _mail_refusal = in_thread(mail_refusal)
 _accept = in_thread(submission_accept)
-_counted = in_thread(request_counted)
 
 
 class SubmissionSMTP(SMTP):
-    """aiosmtpd's SMTP with its AUTH PLAIN and LOGIN, the credentials checked in a worker thread.
+    """aiosmtpd's SMTP with its AUTH PLAIN and LOGIN, the credentials checked in a worker thread,
+    and at most `slots.limit` open sessions per client address.
 
     aiosmtpd parses the exchange and calls a synchronous authenticator; ours only hands the
     credentials back (`_parsed`), and they are checked here, off the event loop."""
+
+    def __init__(self, *args: Any, slots: SessionSlots, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = slots
+        self._slot: str | None = None  # the address whose slot this session holds
+
+    async def _handle_client(self) -> None:
+        # aiosmtpd's session coroutine, started once per connection before the greeting: the
+        # only place to refuse a connection with a reply (it has no connect hook).
+        assert self.session is not None and self.transport is not None
+        ip = _client_ip(self.session)
+        if not self._slots.take(ip):
+            logger.info("submission: refused a session from %s: %d open", ip, self._slots.limit)
+            await self.push(f"421 4.7.0 Too many open sessions from your address (at most {self._slots.limit})")
+            self.transport.close()
+            return
+        self._slot = ip
+        await super()._handle_client()
+
+    def connection_lost(self, error: Exception | None) -> None:
+        if self._slot is not None:
+            self._slots.give_back(self._slot)
+            self._slot = None
+        super().connection_lost(error)
 
     async def auth_PLAIN(self, _: Any, args: list[str]) -> AuthResult:  # noqa: N802 - aiosmtpd's name
         return await self._checked(await super().auth_PLAIN(_, args))
@@ -107,18 +189,15 @@ class SubmissionSMTP(SMTP):
         if not parsed.success:
             return parsed
         assert self.session is not None
-        wait = await _counted(ip=_client_ip(self.session))
-        if wait is not None:
-            return AuthResult(
-                success=False, handled=False, message=f"421 4.7.0 Too many requests; try again in {wait} s"
-            )
         credentials = parsed.auth_data
         assert isinstance(credentials, LoginPassword)  # what _parsed hands back
-        submitter = await _authenticate(login=credentials.login, password=credentials.password)
-        if submitter is None:
-            logger.info("submission: failed AUTH from %s", self.session.peer)
-            return AuthResult(success=False, handled=False, message="535 5.7.8 Authentication credentials invalid")
-        return AuthResult(success=True, auth_data=submitter)
+        outcome = await _authenticated(
+            ip=_client_ip(self.session), login=credentials.login, password=credentials.password
+        )
+        if isinstance(outcome, str):
+            logger.info("submission: AUTH from %s refused: %s", self.session.peer, outcome[:9])
+            return AuthResult(success=False, handled=False, message=outcome)
+        return AuthResult(success=True, auth_data=outcome)
 
 
 def _parsed(server: SMTP, session: Session, envelope: Envelope, mechanism: str, auth_data: Any) -> AuthResult:
@@ -177,6 +256,7 @@ def smtp_factory(*, tls: ssl.SSLContext | None, implicit_tls: bool, allow_plaint
     return partial(
         SubmissionSMTP,
         SubmissionHandler(),
+        slots=SessionSlots(settings.MAILSERVICE_SUBMISSION_MAX_CONNECTIONS_PER_IP),
         data_size_limit=settings.MAILSERVICE_SUBMISSION_MAX_BYTES,
         hostname=settings.MAILSERVICE_INBOUND_HOST or socket.getfqdn(),
         enable_SMTPUTF8=True,

@@ -18,7 +18,7 @@ from mailservice.errors import ErrorCode, PermissionDenied
 from messaging.inbound.parsing import body_text, parse_bytes, storable
 from messaging.models import Direction, Message, Status
 from messaging.services import message_store, send_permitted
-from messaging.submission.mime import parse_submitted
+from messaging.submission.mime import parse_submitted, refuse_bare_line_breaks
 
 USER_NAME = b"apikey"
 
@@ -61,9 +61,10 @@ def submission_sender_check(*, submitter: Submitter, envelope_from: str) -> None
 def submission_accept(*, submitter: Submitter, envelope_from: str, recipients: list[str], raw: bytes) -> Message:
     """DATA: store the submitted message as `accepted`, after POST /v1/send's checks, or raise.
 
-    The header From must be on the key's domain like the envelope sender. Nothing is stored when a
-    check fails; dispatch starts once the row is committed."""
+    The header From must be on the key's domain like the envelope sender, and every line ends with
+    CRLF. Nothing is stored when a check fails; dispatch starts once the row is committed."""
     domain = _domain_of(submitter)
+    refuse_bare_line_breaks(raw)
     headers = parse_submitted(raw)
     send_permitted(domain=domain, from_address=envelope_from)
     send_permitted(domain=domain, from_address=headers.from_address)

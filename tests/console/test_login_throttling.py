@@ -1,5 +1,5 @@
-"""The console's login is throttled (django-axes): repeated wrong passwords for one user from one
-address lock that pair out for the configured time, say so, log it, and an operator can lift it."""
+"""The console's login is throttled (django-axes): repeated wrong passwords for one user, from one
+address or many, lock that user out for the configured time, say so, log it, and an operator can lift it."""
 
 import logging
 from datetime import timedelta
@@ -56,12 +56,34 @@ def test_the_lockout_ends_after_the_cool_off_time(staff, settings):
     assert _signed_in(_log_in(client, PASSWORD))
 
 
-def test_the_lockout_is_per_user_and_address(staff, settings):
+def test_guesses_spread_over_addresses_lock_the_user_out_of_every_address(staff, settings):
+    for address in range(1, 9):  # 8 addresses, each kept under the limit
+        for n in range(settings.AXES_FAILURE_LIMIT - 1):
+            _log_in(Client(), f"wrong-{address}-{n}", address=f"192.0.2.{address}")
+
+    assert _log_in(Client(), PASSWORD, address="192.0.2.9").status_code == 429
+
+
+def test_the_limit_counts_failures_from_any_mix_of_addresses(staff, settings):
+    for n in range(settings.AXES_FAILURE_LIMIT - 1):
+        _log_in(Client(), f"wrong-{n}", address=f"192.0.2.{n + 1}")
+    assert _signed_in(_log_in(Client(), PASSWORD, address="198.51.100.1"))  # under the limit; resets the count
+
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        _log_in(Client(), f"wrong-{n}", address=f"192.0.2.{n % 2 + 1}")
+    for address in ("192.0.2.1", "198.51.100.1"):
+        assert _log_in(Client(), PASSWORD, address=address).status_code == 429
+
+
+def test_another_user_is_not_locked_out(staff, settings):
+    User.objects.create_superuser("other", password=PASSWORD)
     for n in range(settings.AXES_FAILURE_LIMIT):
         _log_in(Client(), f"wrong-{n}", address="192.0.2.1")
 
-    assert _log_in(Client(), PASSWORD, address="192.0.2.1").status_code == 429
-    assert _signed_in(_log_in(Client(), PASSWORD, address="192.0.2.2"))
+    other = Client().post(
+        "/admin/login/", {"username": "other", "password": PASSWORD, "next": "/admin/"}, REMOTE_ADDR="192.0.2.1"
+    )
+    assert _signed_in(other)
 
 
 def test_an_operator_lifts_a_lockout_with_axes_reset_username(staff, settings):

@@ -51,6 +51,28 @@ def test_metrics_need_the_token(token, header):
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("header", [TOKEN, f"bearer{TOKEN}", f" {TOKEN}", f"Token {TOKEN}"])
+def test_the_token_without_the_bearer_scheme_is_refused(token, header):
+    response = Client().get("/metrics", headers={"Authorization": header})
+
+    assert response.status_code == 401 and response.json()["error"]["code"] == "Unauthorized"
+
+
+@pytest.mark.django_db
+def test_guessed_tokens_are_throttled_per_address_until_the_window_ends(token, settings):
+    settings.MAILSERVICE_METRICS_FAILURE_RATE = "10/h"  # one window for the whole test
+    guesser, other = Client(REMOTE_ADDR="192.0.2.7"), Client(REMOTE_ADDR="192.0.2.8")
+
+    guesses = [guesser.get("/metrics", headers={"Authorization": f"Bearer guess-{n}"}) for n in range(12)]
+    right_token = guesser.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+
+    assert [response.status_code for response in guesses] == [401] * 10 + [429] * 2
+    assert right_token.status_code == 429 and right_token.json()["error"]["code"] == "RateLimited"
+    assert 0 < int(right_token["Retry-After"]) <= 3600
+    assert other.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+@pytest.mark.django_db
 def test_an_accepted_send_is_counted_and_timed(token, full_key):
     before = scrape(Client())
     domain = full_key.domain.name

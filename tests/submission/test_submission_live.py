@@ -310,7 +310,10 @@ def test_a_worker_killed_after_the_250_does_not_lose_the_message(port, client_tl
 
 def test_failed_auth_and_api_requests_share_the_per_ip_limit(tls_files, client_tls, key):
     limit = 20
-    limited = server_env(tls_files, MAILSERVICE_RATE_LIMIT=f"{limit}/h")
+    # The failed-AUTH throttle (tests/submission/test_submission_abuse_limits.py) kept out of the way.
+    limited = server_env(
+        tls_files, MAILSERVICE_RATE_LIMIT=f"{limit}/h", MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP="100/h"
+    )
     with submission_smtp_server(**limited) as port, web_server(workers=1, **limited) as base_url:
         # The web server's readiness probes were counted too: fewer than `limit` failures reach the limit.
         codes = []

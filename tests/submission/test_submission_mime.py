@@ -6,7 +6,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from messaging.submission.mime import MAX_HEADER_BYTES, SubmissionMalformed, parse_submitted, submitted_wire
+from messaging.submission.mime import (
+    MAX_HEADER_BYTES,
+    SubmissionMalformed,
+    parse_submitted,
+    refuse_bare_line_breaks,
+    submitted_wire,
+)
 
 BODY = b"Hello,\r\n\r\n.see the attachment\r\n"
 
@@ -81,3 +87,40 @@ def test_hostile_headers_of_the_largest_accepted_size_are_read_in_linear_time(ho
     with contextlib.suppress(SubmissionMalformed):
         parse_submitted(raw[: MAX_HEADER_BYTES + 1000])
     assert time.perf_counter() - started < 2.0  # well under a second on an idle core; quadratic would be minutes
+
+
+def test_a_bare_cr_or_lf_stored_before_it_was_refused_goes_out_as_crlf():
+    raw = b"From: a@acme.example.com\r\nSubject: x\rFrom: ceo@victim.test\r\n\r\nhello\r.\rMAIL FROM:<x@y>\n.\n"
+
+    data = submitted_wire(raw, message_id="<x@acme.example.com>", date=datetime(2026, 1, 2, tzinfo=UTC))
+
+    assert data.replace(b"\r\n", b"").count(b"\r") == data.replace(b"\r\n", b"").count(b"\n") == 0
+    assert b"\r\nFrom: ceo@victim.test\r\n" in data and b"\r\n.\r\nMAIL FROM:<x@y>\r\n.\r\n" in data
+
+
+@pytest.mark.parametrize("line_break", [b"\r", b"\n"], ids=["CR", "LF"])
+def test_the_bare_line_break_check_is_linear_on_the_largest_message(line_break):
+    raw = b"x\r\n" * (10 * 1024 * 1024 // 3) + line_break
+    started = time.perf_counter()
+    with pytest.raises(SubmissionMalformed, match=f"line {10 * 1024 * 1024 // 3 + 1} holds a bare"):
+        refuse_bare_line_breaks(raw)
+    assert time.perf_counter() - started < 2.0
+
+
+@pytest.mark.parametrize(
+    ("raw", "complaint"),
+    [
+        (b"a\r\nb\r\r\n", "line 2 holds a bare CR"),
+        (b"a\r\n\n\r\n", "line 2 holds a bare LF"),
+        (b"a\r\nb\r\nc\r", "line 3 holds a bare CR"),
+        (b"\na\r\n", "line 1 holds a bare LF"),
+        (b"a\r\n\r\r\n\n", "line 2 holds a bare CR"),
+    ],
+)
+def test_the_first_bare_cr_or_lf_is_named(raw, complaint):
+    with pytest.raises(SubmissionMalformed, match=complaint):
+        refuse_bare_line_breaks(raw)
+
+
+def test_crlf_line_endings_alone_pass():
+    refuse_bare_line_breaks(b"From: a@acme.example.com\r\n\r\n\r\n.\r\nbody\r\n")
