@@ -137,7 +137,7 @@ class SendView(APIView):
 
         def send() -> dict[str, Any]:
             message = message_send(domain=domain, request=send_request, is_test=api_key.is_test)
-            metrics.send_accepted(domain=domain.name, seconds=time.perf_counter() - started)
+            metrics.send_accepted(domain=domain.name, seconds=time.perf_counter() - started, is_test=message.is_test)
             logger.info("accepted", extra={"message_id": message.public_id, "domain": domain.name})
             return send_response(message)
 
