@@ -2,11 +2,13 @@
 
 A rollup adds the message events written since the last one to `HourlyStatusCount` and
 `DailyStatusCount`: sent (the `accepted` event of a send), delivered, bounced, complained, failed
-and received. It walks the event table by primary key from the id it stopped at, so each pass reads
-only the new events, and leaves the newest ROLLUP_LAG of events for the next pass: a transaction
-that inserted an event with a lower id but commits later (writes here are single statements or
-short transactions) is counted as long as it commits within that lag. Beat runs a pass every
-minute; without a broker (the embedded mode) the dashboard runs one before it reads.
+and received. Sandbox mail (test keys' messages, `Message.is_test`) is never counted: its outcomes
+are simulated, and a test key's bounces must not show as a domain's bounce rate. It walks the event
+table by primary key from the id it stopped at, so each pass reads only the new events, and leaves
+the newest ROLLUP_LAG of events for the next pass: a transaction that inserted an event with a lower
+id but commits later (writes here are single statements or short transactions) is counted as long as
+it commits within that lag. Beat runs a pass every minute; without a broker (the embedded mode) the
+dashboard runs one before it reads.
 """
 
 from collections import Counter
@@ -45,7 +47,9 @@ def status_counts_rollup(*, now: datetime | None = None) -> int:
         if upper is None:
             return 0
         rows = (
-            MessageEvent.objects.filter(id__gt=since, id__lte=upper, type__in=CountedEvent.values)
+            MessageEvent.objects.filter(
+                id__gt=since, id__lte=upper, type__in=CountedEvent.values, message__is_test=False
+            )
             .annotate(hour=TruncHour("created_at"))
             .values_list("hour", "message__domain_id", "type")
             .annotate(n=Count("id"))

@@ -388,9 +388,10 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
                     continue
                 if _record_durably(message, outcome):
                     handled += 1
-                    metrics.dispatch_recorded(
-                        domain=message.domain.name, status=outcome.status, accepted_at=message.created_at
-                    )
+                    if not message.is_test:  # a simulated outcome is no delivery, bounce or complaint
+                        metrics.dispatch_recorded(
+                            domain=message.domain.name, status=outcome.status, accepted_at=message.created_at
+                        )
                     _log_outcome(message, outcome)
                 if outcome.slow_down:  # the relay may have closed the connection too: the rest waits its turn
                     _release([m for m in messages[current + 1 :] if m.pk in held], lease)

@@ -1,4 +1,7 @@
-"""Idempotent sends: POST /v1/send with an `Idempotency-Key` runs at most once per domain and key.
+"""Idempotent sends: POST /v1/send with an `Idempotency-Key` runs at most once per domain, sandbox and key.
+
+A test key's keys and a live key's are apart (`is_test`): a key first used in the sandbox, where
+nothing is sent, must not answer a live send with the test message's id.
 
 The key is claimed first (a row `in_flight`, committed, so a concurrent request with the same key
 sees it and gets 409 IdempotencyKeyInFlight). The send and the row's change to `done` with its
@@ -49,14 +52,15 @@ def request_hash(data: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _claim(*, domain: Domain, key: str, body_hash: str) -> IdempotencyKey | None:
-    """Our new in-flight row, or None with the row another request holds raised as its 409, or replayed."""
+def _claim(*, domain: Domain, is_test: bool, key: str, body_hash: str) -> IdempotencyKey | None:
+    """Our new in-flight row, or None when another request holds the key."""
     now = timezone.now()
-    IdempotencyKey.objects.filter(domain=domain, key=key, expires_at__lte=now).delete()
+    IdempotencyKey.objects.filter(domain=domain, is_test=is_test, key=key, expires_at__lte=now).delete()
     try:
         with transaction.atomic():
             return IdempotencyKey.objects.create(
                 domain=domain,
+                is_test=is_test,
                 key=key,
                 request_hash=body_hash,
                 state=IdempotencyState.IN_FLIGHT,
@@ -67,11 +71,13 @@ def _claim(*, domain: Domain, key: str, body_hash: str) -> IdempotencyKey | None
 
 
 def idempotent_send(
-    *, domain: Domain, key: str, body_hash: str, send: Callable[[], dict[str, Any]]
+    *, domain: Domain, is_test: bool, key: str, body_hash: str, send: Callable[[], dict[str, Any]]
 ) -> IdempotentResult:
-    """Run `send` (which returns the 200 response body) once per (domain, key); replay its response after."""
-    while (claimed := _claim(domain=domain, key=key, body_hash=body_hash)) is None:
-        existing = IdempotencyKey.objects.filter(domain=domain, key=key).first()
+    """Run `send` (which returns the 200 response body) once per (domain, is_test, key); replay its response after.
+
+    `is_test` is the sending key's: it has no default, so no caller can scope a test key's send as live."""
+    while (claimed := _claim(domain=domain, is_test=is_test, key=key, body_hash=body_hash)) is None:
+        existing = IdempotencyKey.objects.filter(domain=domain, is_test=is_test, key=key).first()
         if existing is None:
             continue  # released or expired between our INSERT and this read: claim again
         if existing.request_hash != body_hash:

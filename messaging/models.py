@@ -183,10 +183,13 @@ class IdempotencyState(models.TextChoices):
 
 
 class IdempotencyKey(models.Model):
-    """An `Idempotency-Key` of POST /v1/send, per domain: the first request's body hash and, once it
-    succeeded, its response, replayed to every retry until `expires_at`."""
+    """An `Idempotency-Key` of POST /v1/send, per domain and sandbox: the first request's body hash
+    and, once it succeeded, its response, replayed to every retry until `expires_at`."""
 
     domain = models.ForeignKey(Domain, on_delete=models.CASCADE, related_name="+")
+    is_test = models.BooleanField(
+        default=False, help_text="Used by a test key: a live key's request with the same key is another request"
+    )
     key = models.CharField(max_length=256)
     request_hash = models.CharField(max_length=64, help_text="SHA-256 of the canonical JSON body")
     state = models.CharField(max_length=10, choices=IdempotencyState.choices)
@@ -196,14 +199,17 @@ class IdempotencyKey(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["domain", "key"], name="idempotency_key_unique_per_domain")]
+        constraints = [
+            # The sandbox is part of the scope: a test key's key never replays, or blocks, a live send.
+            models.UniqueConstraint(fields=["domain", "is_test", "key"], name="idempotency_key_unique_per_sandbox")
+        ]
         indexes = [
             # idempotency_purge: expired keys
             models.Index(fields=["expires_at"], name="idempotency_expiry_idx"),
         ]
 
     def __str__(self) -> str:
-        return f"{self.key} ({self.domain_id}, {self.state})"
+        return f"{self.key} ({self.domain_id}{', test' if self.is_test else ''}, {self.state})"
 
 
 class SuppressionReason(models.TextChoices):

@@ -53,9 +53,11 @@ def expired_messages(*, domain: Domain, now: datetime) -> QuerySet[Message]:
 
 
 def _count_before_delete(ids: list[int], now: datetime) -> None:
-    """Add the messages `ids` to DailyMessageCount (one upsert), in the transaction that deletes them."""
+    """Add the messages `ids` to DailyMessageCount (one upsert), in the transaction that deletes them.
+
+    Sandbox mail is left out: the counts stand for live messages in the domain's rates."""
     rows = list(
-        Message.objects.filter(pk__in=ids)
+        Message.objects.filter(pk__in=ids, is_test=False)
         .annotate(day=TruncDate("created_at"))
         .values_list("domain_id", "day", "direction", "status")
         .annotate(n=Count("id"))

@@ -81,7 +81,7 @@ def message_send(*, domain: Domain, request: SendRequest, is_test: bool = False)
         next_attempt_at=timezone.now(),
         is_test=is_test,
     )
-    return message_store(domain=domain, message=message, is_test=is_test)
+    return message_store(domain=domain, message=message)
 
 
 def send_permitted(*, domain: Domain, from_address: str) -> None:
@@ -99,15 +99,18 @@ def send_permitted(*, domain: Domain, from_address: str) -> None:
         raise refusal
 
 
-def message_store(*, domain: Domain, message: Message, is_test: bool = False) -> Message:
+def message_store(*, domain: Domain, message: Message) -> Message:
     """Store an unsaved `accepted` message of `domain` with its `accepted` event, counted against
-    the daily allowance (429; a test key's never are) unless sending is paused globally (503);
-    dispatch starts on commit.
+    the daily allowance (429; a test message, `message.is_test`, never is) unless sending is paused
+    globally (503); dispatch starts on commit.
+
+    The sandbox is read from the message itself, not passed beside it, so no path can store a test
+    key's message as live by leaving an argument out (SMTP submission once did).
 
     On PostgreSQL the storing statement itself wakes the workers' dispatch loops at commit; a
     Celery task is queued instead for the ORM twins, and when tasks run eagerly (no broker: no workers)."""
-    notifies = not is_test and sql.available()
-    if is_test:
+    notifies = not message.is_test and sql.available()
+    if message.is_test:
         _store_test(message)
     elif notifies:
         sql.message_send_in_one_statement(domain, message)

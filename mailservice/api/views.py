@@ -84,7 +84,8 @@ class SendView(APIView):
                 {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[ -~]+$"},
                 OpenApiParameter.HEADER,
                 description="Send at most once per key and domain within 24 hours: a retry with the same key "
-                "and body gets the first response again (with `Idempotent-Replayed: true`)",
+                "and body gets the first response again (with `Idempotent-Replayed: true`). A test key's keys "
+                "are apart from live keys': the same key used by both sends once in each",
             )
         ],
         request=PolymorphicProxySerializer(
@@ -137,13 +138,15 @@ class SendView(APIView):
 
         def send() -> dict[str, Any]:
             message = message_send(domain=domain, request=send_request, is_test=api_key.is_test)
-            metrics.send_accepted(domain=domain.name, seconds=time.perf_counter() - started)
+            metrics.send_accepted(domain=domain.name, seconds=time.perf_counter() - started, is_test=message.is_test)
             logger.info("accepted", extra={"message_id": message.public_id, "domain": domain.name})
             return send_response(message)
 
         if key is None:
             return Response(send())
-        result = idempotent_send(domain=domain, key=key, body_hash=request_hash(request.data), send=send)
+        result = idempotent_send(
+            domain=domain, is_test=api_key.is_test, key=key, body_hash=request_hash(request.data), send=send
+        )
         return Response(result.response, headers={"Idempotent-Replayed": "true"} if result.replayed else None)
 
 

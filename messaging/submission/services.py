@@ -5,6 +5,8 @@ order, raising the same ApiErrors; the server translates them into SMTP replies.
 stored as submitted (`raw`) with its envelope (`envelope_from`, `envelope_recipients`, who alone
 receive it), and with the fields the API lists: From, To, Cc and Subject from the header, the
 text/plain part as `text`. Dispatch sends the stored MIME (messaging.submission.mime.submitted_wire).
+A test key's message is a test message, as over HTTP: stored `is_test`, never handed to the relay,
+its outcome simulated (messaging/sandbox.py), no allowance counted, read only by test keys.
 """
 
 from dataclasses import dataclass
@@ -13,7 +15,6 @@ from django.utils import timezone
 
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_authenticate
-from domains.models import Domain
 from mailservice.errors import ErrorCode, PermissionDenied
 from messaging.inbound.parsing import body_text, parse_bytes, storable
 from messaging.models import Direction, Message, Status
@@ -45,17 +46,17 @@ def submission_authenticate(*, login: bytes, password: bytes) -> Submitter | Non
     return Submitter(api_key_id=api_key.pk)
 
 
-def _domain_of(submitter: Submitter) -> Domain:
-    """The key's domain as it is now; a key revoked (or stripped of email.send) since AUTH is refused."""
+def _key_of(submitter: Submitter) -> ApiKey:
+    """The key as it is now, with its domain; a key revoked (or stripped of email.send) since AUTH is refused."""
     api_key = ApiKey.objects.select_related("domain").filter(pk=submitter.api_key_id, revoked_at=None).first()
     if api_key is None or not api_key.has_permission(Permission.SEND):
         raise PermissionDenied("The API key was revoked since AUTH", code=ErrorCode.MISSING_PERMISSION)
-    return api_key.domain
+    return api_key
 
 
 def submission_sender_check(*, submitter: Submitter, envelope_from: str) -> None:
     """MAIL FROM: the envelope sender on the key's domain, the domain verified and not paused."""
-    send_permitted(domain=_domain_of(submitter), from_address=envelope_from)
+    send_permitted(domain=_key_of(submitter).domain, from_address=envelope_from)
 
 
 def submission_accept(*, submitter: Submitter, envelope_from: str, recipients: list[str], raw: bytes) -> Message:
@@ -63,7 +64,8 @@ def submission_accept(*, submitter: Submitter, envelope_from: str, recipients: l
 
     The header From must be on the key's domain like the envelope sender, and every line ends with
     CRLF. Nothing is stored when a check fails; dispatch starts once the row is committed."""
-    domain = _domain_of(submitter)
+    api_key = _key_of(submitter)
+    domain = api_key.domain
     refuse_bare_line_breaks(raw)
     headers = parse_submitted(raw)
     send_permitted(domain=domain, from_address=envelope_from)
@@ -83,6 +85,7 @@ def submission_accept(*, submitter: Submitter, envelope_from: str, recipients: l
         envelope_recipients=recipients,
         raw=raw,
         next_attempt_at=timezone.now(),
+        is_test=api_key.is_test,
     )
     message.message_id_header = headers.message_id[:255] or f"<{message.public_id}@{domain.name}>"
     return message_store(domain=domain, message=message)

@@ -7,7 +7,8 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from domains.models import Domain
+from apikeys.models import ApiKey
+from domains.models import DailyUsage, Domain
 from messaging.idempotency import idempotency_purge, request_hash
 from messaging.models import IdempotencyKey, IdempotencyState, Message
 from tests.api.wire import assert_api_error, bearer, inline_body
@@ -75,6 +76,26 @@ def test_keys_are_per_domain_and_expire(api, other_domain_key):
     assert idempotency_purge() == 2
     assert api.post("/v1/send", inline_body(), format="json", **KEY).headers.get("Idempotent-Replayed") is None
     assert Message.objects.count() == 3
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("first_is_test", [True, False], ids=["test key first", "live key first"])
+def test_a_test_key_and_a_live_key_never_share_an_idempotency_key(domain, first_is_test):
+    test_key = ApiKeyFactory(domain=domain)
+    ApiKey.objects.filter(pk=test_key.pk).update(is_test=True)
+    test_api, live_api = client_for(test_key), client_for(ApiKeyFactory(domain=domain))
+    first, second = (test_api, live_api) if first_is_test else (live_api, test_api)
+
+    earlier = first.post("/v1/send", inline_body(), format="json", **KEY)
+    later = second.post("/v1/send", inline_body(), format="json", **KEY)
+
+    assert earlier.status_code == later.status_code == 200
+    assert "Idempotent-Replayed" not in later.headers
+    assert later.json()["id"] != earlier.json()["id"]
+    assert Message.objects.get(public_id=later.json()["id"]).is_test is not first_is_test
+    assert DailyUsage.objects.get().sent_count == 1  # the live send, counted as sent
+    replayed = second.post("/v1/send", inline_body(), format="json", **KEY)
+    assert replayed.headers["Idempotent-Replayed"] == "true" and replayed.json() == later.json()
 
 
 @pytest.mark.django_db

@@ -3,18 +3,28 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.db.models import F
 from django.utils import timezone
 
 from messaging.aggregates import ROLLUP_LAG, activity, status_counts_rollup
-from messaging.models import DailyStatusCount, EventType, HourlyStatusCount, MessageEvent, Status
+from messaging.models import (
+    DailyStatusCount,
+    EventType,
+    HourlyStatusCount,
+    MessageEvent,
+    Status,
+    StatusCountRollup,
+)
 from tests.factories import DomainFactory, MessageFactory
 
 pytestmark = pytest.mark.django_db
 
 
-def _events(domain, kind: str, n: int, *, at=None) -> None:
+def _events(domain, kind: str, n: int, *, at=None, is_test: bool = False) -> None:
     for _ in range(n):
-        message = MessageFactory(domain=domain, status=Status.DELIVERED)
+        message = MessageFactory(domain=domain, status=Status.DELIVERED, is_test=is_test)
         event = MessageEvent.objects.create(message=message, type=kind)
         if at is not None:
             MessageEvent.objects.filter(pk=event.pk).update(created_at=at)
@@ -60,6 +70,58 @@ def test_activity_spreads_counts_over_24_hours_and_14_days(domain):
     assert data.overall_hourly.counts["sent"][-4] == 2 and data.overall_hourly.total("sent") == 2
     assert data.overall_daily.counts["sent"][-4] == 5 and data.overall_daily.total("sent") == 7
     assert data.domains[0].name == domain.name and data.domains[0].rate("bounced") == pytest.approx(1 / 7)
+
+
+def test_the_dashboard_counts_no_sandbox_mail(operator, domain):
+    # What a reviewer saw: 14 live sends, none bounced, and 3 test-key sends that bounced (3 of 17: 17.65 %).
+    _events(domain, EventType.ACCEPTED, 14)
+    _events(domain, EventType.ACCEPTED, 3, is_test=True)
+    _events(domain, EventType.BOUNCED, 3, is_test=True)
+    _events(domain, EventType.COMPLAINED, 1, is_test=True)
+    status_counts_rollup(now=_later())
+
+    html = operator.get("/admin/").content.decode()
+
+    row = html[html.index(f'<tr data-domain="{domain.name}">') :]
+    row = row[: row.index("</tr>")]
+    assert "14 days: 14 sent" in row
+    assert row.count('aria-label="0.00% of') == 2  # bounces and complaints
+    assert "17.65%" not in html
+    assert sum(DailyStatusCount.objects.values_list("count", flat=True)) == 14
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_takes_sandbox_mail_out_of_counts_rolled_up_before(domain):
+    before, after = (
+        [("messaging", "0012_i28_idempotency_per_sandbox")],
+        [("messaging", "0013_i28_status_counts_without_sandbox")],
+    )
+    executor = MigrationExecutor(connection)
+    try:
+        executor.migrate(before)
+        _events(domain, EventType.ACCEPTED, 14)
+        _events(domain, EventType.BOUNCED, 3, is_test=True)
+        # Counted as the rollup counted them before it left sandbox mail out.
+        for kind, at in MessageEvent.objects.values_list("type", "created_at"):
+            for model, period in (
+                (HourlyStatusCount, {"hour": at.replace(minute=0, second=0, microsecond=0)}),
+                (DailyStatusCount, {"day": at.date()}),
+            ):
+                row, _ = model.objects.get_or_create(domain=domain, kind=kind, **period)
+                model.objects.filter(pk=row.pk).update(count=F("count") + 1)
+        StatusCountRollup.objects.update_or_create(
+            pk=1, defaults={"last_event_id": MessageEvent.objects.latest("id").id}
+        )
+
+        executor.loader.build_graph()
+        executor.migrate(after)
+
+        daily = dict(DailyStatusCount.objects.values_list("kind", "count"))
+        hourly = dict(HourlyStatusCount.objects.values_list("kind", "count"))
+        assert daily == hourly == {"accepted": 14, "bounced": 0}
+    finally:
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 def test_the_index_shows_charts_queue_and_rates_in_a_fixed_number_of_queries(operator, django_assert_max_num_queries):

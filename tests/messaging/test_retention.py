@@ -100,6 +100,18 @@ def test_daily_counts_keep_the_consoles_figures_through_the_purge(domain, settin
     assert counts == {"delivered": 6, "bounced": 2, "complained": 1}
 
 
+def test_purged_sandbox_mail_never_counts_towards_the_domains_rates(domain, settings):
+    settings.MAILSERVICE_RETENTION_DAYS = 10
+    aged(12, domain=domain, status=Status.DELIVERED)
+    for _ in range(3):
+        aged(12, domain=domain, status=Status.BOUNCED, is_test=True)
+
+    assert messages_purge().total == 4
+
+    rates = delivery_rates(domain_ids=[domain.pk], days=30)[domain.pk]
+    assert (rates.sent, rates.bounced) == (1, 0)
+
+
 def test_a_second_purge_adds_to_the_days_counts(domain):
     aged(31, domain=domain, status=Status.DELIVERED)
     messages_purge()

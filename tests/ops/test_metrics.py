@@ -8,8 +8,9 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from apikeys.models import ApiKey
 from domains.services import sending_pause
-from messaging.models import Status
+from messaging.models import Message, Status
 from tests.api.wire import bearer, inline_body
 from tests.factories import ApiKeyFactory, DomainFactory, MessageFactory
 from tests.harness import FAST_DISPATCH, celery_worker, smtp_sink, wait_until, web_server
@@ -85,6 +86,36 @@ def test_an_accepted_send_is_counted_and_timed(token, full_key):
     assert after[accepted] - before.get(accepted, 0) == 1
     count = ("mailservice_accept_seconds_count", ())
     assert after[count] - before.get(count, 0) == 1
+
+
+@pytest.mark.django_db
+def test_a_test_keys_send_and_its_simulated_bounce_are_not_counted_as_mail(
+    token, domain, settings, tmp_path, django_capture_on_commit_callbacks
+):
+    settings.MAILSERVICE_OUTBOX_DIR = tmp_path
+    test_key = ApiKeyFactory(domain=domain)
+    ApiKey.objects.filter(pk=test_key.pk).update(is_test=True)
+    before = scrape(Client())
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = Client().post(
+            "/v1/send",
+            inline_body(to="bounced@simulator.test"),
+            content_type="application/json",
+            headers=bearer(test_key),
+        )
+    assert response.status_code == 200
+    assert Message.objects.get().status == Status.BOUNCED
+
+    after = scrape(Client())
+    counted = {
+        name: after[name] - before.get(name, 0)
+        for name in after
+        if name[0] in ("mailservice_messages_total", "mailservice_bounces_total") and after[name] != before.get(name, 0)
+    }
+    assert counted == {}
+    count = ("mailservice_accept_seconds_count", ())
+    assert after[count] - before.get(count, 0) == 1  # timed: the server did the work
 
 
 @pytest.mark.django_db
