@@ -248,7 +248,9 @@ def _proven_recipient(verp: VerpId, recipients: list[str]) -> Proof:
     if verp.recipient_index is not None:
         if verp.recipient_index < len(recipients):
             return Proof(recipients[verp.recipient_index], by_return_path=True)
-        return Proof("", by_return_path=True, why_not="its return path names no recipient of the message")
+        return Proof(
+            "", by_return_path=True, why_not="report not applied: its return path names no recipient of the message"
+        )
     if len(recipients) == 1:
         return Proof(recipients[0], by_return_path=False)
     return Proof(
