@@ -2,11 +2,13 @@
 
 Dispatch runs in-process against a real SMTP server (aiosmtpd on loopback)."""
 
+import time
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from messaging import relay_limits
 from messaging.dispatch import dispatch_batch
 from messaging.models import EventType, Message, Status, SuppressionReason
 from messaging.suppressions import suppression_add
@@ -138,6 +140,18 @@ def test_a_connection_lost_after_one_recipient_got_it_records_the_message_and_ne
     sink.behaviour.drop = False
     assert dispatch_batch() == 0
     assert [received.rcpt_tos for received in sink.received] == [["a@example.org"]]
+
+
+def test_each_transaction_takes_a_permit_of_the_relay_rate(sink, settings, monkeypatch):
+    monkeypatch.setattr(relay_limits, "_local", relay_limits._LocalState())
+    settings.MAILSERVICE_RELAY_RATE = 10.0
+    due(*(f"r{n}@example.org" for n in range(6)))
+
+    started = time.monotonic()
+    dispatch_batch()
+
+    assert len(sink.received) == 6
+    assert time.monotonic() - started >= 0.4  # six permits at 10/s: at least four intervals of 100 ms
 
 
 def test_without_a_return_path_domain_one_transaction_carries_every_recipient(sink, settings):
