@@ -3,7 +3,8 @@
 Mailbox providers throttle and block senders well before these rates become visible to them, so
 the service stops a domain on its own and leaves resuming to an operator (`resume_sending`).
 A rate alone is not evidence: a pause also needs a minimum volume of sends and a minimum number
-of bounced (complained) messages, so one report, forged or not, cannot stop a domain.
+of distinct recipients who bounced (complained), so one report, forged or not, cannot stop a
+domain, nor can one person reporting many messages: each recipient counts once in the window.
 """
 
 from django.conf import settings
@@ -17,7 +18,8 @@ SAFEGUARD_ACTOR = "safeguard"
 
 
 def sending_health(*, domain: Domain) -> DeliveryRates:
-    """Bounces and complaints among the domain's most recent sends (the last N, none older than H hours)."""
+    """Distinct recipients who bounced or complained among the domain's most recent sends (the last N,
+    none older than H hours)."""
     return delivery_rates_of_recent_sends(
         domain=domain,
         hours=settings.MAILSERVICE_SAFEGUARD_WINDOW_HOURS,
@@ -41,8 +43,8 @@ def _breach(health: DeliveryRates) -> str | None:
         rate = count / health.sent
         if count >= minimum and rate > limit:
             return (
-                f"Automatic pause: {label} rate {rate * 100:.4g}% ({count} of the last {health.sent} sends) "
-                f"is over the {limit * 100:.4g}% limit"
+                f"Automatic pause: {label} rate {rate * 100:.4g}% ({count} recipients in the last {health.sent} "
+                f"sends) is over the {limit * 100:.4g}% limit"
             )
     return None
 

@@ -174,12 +174,16 @@ class MessageAdmin(ConsoleModelAdmin):
 
     @admin.display(description="Envelope from")
     def envelope_sender(self, message: Message) -> str:
-        """Received mail keeps its MAIL FROM; sent mail goes out from the VERP return path when one is set."""
+        """Received mail keeps its MAIL FROM; sent mail goes out from each recipient's own VERP return
+        path when a return-path domain is set (the first recipient's is shown)."""
         if message.direction == Direction.RECEIVED:
             return message.envelope_from or "—"
         return_path_domain = settings.MAILSERVICE_RETURN_PATH_DOMAIN
-        mail_from = envelope_for(message=message, recipients=[], return_path_domain=return_path_domain).mail_from
-        return f"{mail_from} (VERP return path)" if return_path_domain else mail_from
+        first = 0 if return_path_domain else None
+        mail_from = envelope_for(
+            message=message, recipients=[], return_path_domain=return_path_domain, recipient_index=first
+        ).mail_from
+        return f"{mail_from} (VERP return path of the first recipient; each has its own)" if first == 0 else mail_from
 
     @admin.display(description="Template")
     def template_used(self, message: Message) -> str:

@@ -242,6 +242,44 @@ def _not_sent(message: Message, *, retry_at: datetime, why: str, slow_down: bool
     )
 
 
+class PartlySent(Exception):
+    """The relay connection failed after some of a message's recipients got it: `outcome` records them
+    as delivered and the rest as not sent (sending the message again would deliver it twice)."""
+
+    def __init__(self, outcome: SendOutcome, error: str) -> None:
+        super().__init__(error)
+        self.outcome = outcome
+
+
+def _transactions(recipients: dict[str, str], wire: list[str]) -> list[tuple[int | None, list[str]]]:
+    """(recipient index for the return path, RCPT TO addresses) of each SMTP transaction.
+
+    With a return-path domain, one transaction per recipient, each with its own signed return path
+    (messaging.verp) so that a bounce proves which recipient it is about; the index is the
+    recipient's place among all of the message's recipients, suppressed ones included, as inbound
+    counts them. Without one, bounces come back to the sender: one transaction for all."""
+    if not settings.MAILSERVICE_RETURN_PATH_DOMAIN:
+        return [(None, wire)]
+    index = {sent: position for position, sent in enumerate(recipients.values())}
+    return [(index[address], [address]) for address in wire]
+
+
+def _merged(results: list[tuple[list[str], SendResult]]) -> SendResult:
+    """The per-recipient transactions' results as one message's: a recipient whose transaction did not
+    deliver is refused with the reply that ended it; `final` is the last delivering reply, else the last one."""
+    if len(results) == 1:
+        return results[0][1]
+    merged = SendResult(final=results[-1][1].final)
+    for addresses, result in results:
+        if result.delivered:
+            merged.accepted += result.accepted
+            merged.final = result.final
+        for address in addresses:
+            if address not in result.accepted or not result.delivered:
+                merged.refused[address] = result.refused.get(address, result.final)
+    return merged
+
+
 def _send_one(
     message: Message,
     open_connection: Callable[[], Connection],
@@ -254,7 +292,9 @@ def _send_one(
     """Deliver one claimed message whose lease the worker holds, within the relay's limits.
 
     `cleared()` is asked right before SMTP (it may wait for the relay's rate): None if it says the
-    lease is no longer held."""
+    lease is no longer held. The recipients' transactions (`_transactions`) go one after the other
+    over one connection, with the same signed data; a 421 or a slow-down answer ends them, the
+    recipients left are refused with it."""
     try:
         recipients = _recipients(message)
         suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
@@ -268,9 +308,16 @@ def _send_one(
             status, events = sandbox_outcome(recipients=wire)
             return SendOutcome(status, [*skipped, *events])
         rendered = submitted_rendering(message) if message.submitted else render_message(message)
-        envelope = envelope_for(
-            message=message, recipients=wire, return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN
-        )
+        return_path_domain = settings.MAILSERVICE_RETURN_PATH_DOMAIN
+        envelopes = [
+            (
+                addresses,
+                envelope_for(
+                    message=message, recipients=addresses, return_path_domain=return_path_domain, recipient_index=index
+                ),
+            )
+            for index, addresses in _transactions(recipients, wire)
+        ]
     except UnsendableMessage as exc:
         return SendOutcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
     if held := holds.held_until(wire):
@@ -287,17 +334,46 @@ def _send_one(
     signed = dkim_sign(data=rendered.data, domain=message.domain.name, selector=key.selector, private_key=private_key)
     if not cleared():
         return None
-    result = open_connection().send(envelope=envelope, data=signed, name=message.public_id)
-    metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
-    if is_slow_down(result.final) and not result.delivered:
-        relay_slow_down(reply=str(result.final))
-        # Due again at once: the lowered shared rate spaces the next tries, whichever worker makes them.
-        why = f"the relay asked to slow down: {result.final}"
-        return _not_sent(message, retry_at=timezone.now(), why=why, slow_down=True)
-    held_until = holds.observe(result, wire)
-    outcome = _classify(message, result)
-    retry_at = held_until if outcome.status == Status.ACCEPTED else None
-    return SendOutcome(outcome.status, [*skipped, *outcome.events], outcome.last_error, retry_at=retry_at)
+    relay = open_connection()
+    results: list[tuple[list[str], SendResult]] = []
+    hold_ends: list[datetime] = []
+    slow_down = False
+    for number, (addresses, envelope) in enumerate(envelopes):
+        if number:
+            # The relay counts each transaction as a message. The lease checked by `cleared()` is not
+            # asked again: once a recipient has the message the rest follow, within the lease.
+            relay_permit()
+        name = message.public_id if len(envelopes) == 1 else f"{message.public_id}.{number}"
+        try:
+            result = relay.send(envelope=envelope, data=signed, name=name)
+        except (OSError, smtplib.SMTPException) as exc:
+            if not any(done.delivered for _, done in results):
+                raise  # nobody has it yet: the whole message is tried again
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            unsent = [address for rest, _ in envelopes[number:] for address in rest]
+            outcome = _classify(message, _merged(results))
+            detail = f"not sent, the relay connection failed: {error}"
+            lost = [(EventType.RECIPIENT_REJECTED, address, detail) for address in unsent]
+            raise PartlySent(SendOutcome(outcome.status, [*skipped, *outcome.events, *lost]), error) from exc
+        metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
+        results.append((addresses, result))
+        if is_slow_down(result.final) and not result.delivered:
+            relay_slow_down(reply=str(result.final))
+            if not any(done.delivered for _, done in results):
+                # Due again at once: the lowered shared rate spaces the next tries, whichever worker makes them.
+                why = f"the relay asked to slow down: {result.final}"
+                return _not_sent(message, retry_at=timezone.now(), why=why, slow_down=True)
+            slow_down = True
+        if (hold_end := holds.observe(result, addresses)) is not None:
+            hold_ends.append(hold_end)
+        if slow_down or result.final.code == 421:
+            results += [(rest, SendResult(final=result.final)) for rest, _ in envelopes[number + 1 :]]
+            break
+    outcome = _classify(message, _merged(results))
+    retry_at = max(hold_ends) if hold_ends and outcome.status == Status.ACCEPTED else None
+    return SendOutcome(
+        outcome.status, [*skipped, *outcome.events], outcome.last_error, retry_at=retry_at, slow_down=slow_down
+    )
 
 
 def _log_outcome(message: Message, outcome: SendOutcome) -> None:
@@ -345,8 +421,9 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
 
     The relay connection opens only when the first message needs it. A connection-level failure
     (refused, dropped, timed out) is charged to the message being sent; the rest of the batch is
-    released for the next run without using up an attempt. So is the rest of a batch the relay
-    asked to slow down in; `on_slow_down` is then called to have it picked up again.
+    released for the next run without using up an attempt (when it fails after some of the message's
+    recipients got it, `PartlySent`, the message is recorded as it stands). So is the rest of a batch
+    the relay asked to slow down in; `on_slow_down` is then called to have it picked up again.
     """
     handled, current, held = 0, 0, {message.pk for message in messages}
     try:
@@ -398,8 +475,9 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
                     if on_slow_down is not None:
                         on_slow_down()
                     break
-    except (OSError, smtplib.SMTPException) as exc:
-        error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    except (OSError, smtplib.SMTPException, PartlySent) as exc:
+        partly = exc if isinstance(exc, PartlySent) else None
+        error = str(exc) if partly else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         logger.warning("dispatch of %s: the relay connection failed: %s", messages[current].public_id, error)
         metrics.RELAY_REPLIES.labels(reply_class="connection_error").inc()
         if isinstance(exc, ConnectionRefusedError) or (
@@ -407,7 +485,7 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
         ):
             relay_slow_down(reply=error)  # refused at the relay's connection cap: the fleet backs off together
         failed = messages[current]
-        outcome = _temporary(failed, error)
+        outcome = partly.outcome if partly else _temporary(failed, error)
         if _record_durably(failed, outcome):
             handled += 1
             metrics.dispatch_recorded(domain=failed.domain.name, status=outcome.status, accepted_at=failed.created_at)

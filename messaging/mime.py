@@ -169,17 +169,20 @@ def needs_smtputf8(message: Message) -> bool:
     return any(parsed_address(mailbox).smtputf8 for mailbox in mailboxes)
 
 
-def envelope_for(*, message: Message, recipients: list[str], return_path_domain: str | None) -> Envelope:
-    """MAIL FROM is the VERP return path when one is configured, else the From address (the envelope
-    sender of a message submitted over SMTP).
+def envelope_for(
+    *, message: Message, recipients: list[str], return_path_domain: str | None, recipient_index: int | None = None
+) -> Envelope:
+    """MAIL FROM is the VERP return path when one is configured (of the recipient at `recipient_index`
+    of the message's envelope recipients, or of the whole message when None: messaging.verp), else the
+    From address (the envelope sender of a message submitted over SMTP).
 
     `recipients` are wire forms (`Address.wire`); the transport writes them between < > as they are."""
     sender = message.envelope_from if message.submitted else message.from_address
-    mail_from = (
-        f"{verp_local_part(message.public_id)}@{canonical_domain(return_path_domain, trailing_dot=True)}"
-        if return_path_domain
-        else parsed_address(sender).wire
-    )
+    if return_path_domain:
+        local_part = verp_local_part(message.public_id, recipient_index)
+        mail_from = f"{local_part}@{canonical_domain(return_path_domain, trailing_dot=True)}"
+    else:
+        mail_from = parsed_address(sender).wire
     return Envelope(mail_from=mail_from, recipients=recipients, smtputf8=needs_smtputf8(message))
 
 

@@ -2,14 +2,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.core import signing
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Case, CharField, Count, F, Min, Q, Sum, Value, When
+from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
 from domains.models import Domain
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.mailbox import comparison_key
 from messaging.inbound.parsing import attachment_parts, decode_header_value, parse_bytes, part_bytes, storable
-from messaging.models import DailyMessageCount, Direction, EventType, Message, Status
+from messaging.models import DailyMessageCount, Direction, EventType, Message, MessageEvent, Status
 
 _CURSOR_SALT = "messaging.message_list.cursor"
 # Columns a list item needs: bodies and raw source stay on disk.
@@ -106,7 +107,11 @@ DELIVERY_COUNTS = {
 
 
 def delivery_rates_of_recent_sends(*, domain: Domain, hours: float, sends: int) -> DeliveryRates:
-    """Among the domain's most recent sends: the last `sends`, none older than `hours` hours."""
+    """Among the domain's most recent sends (the last `sends`, none older than `hours` hours): how many,
+    and how many distinct recipients bounced (hard) or complained.
+
+    Counted per recipient address, not per message, so one person reporting many messages counts
+    once. A bounce the relay gave at dispatch names no recipient and counts once per message."""
     since = timezone.now() - timedelta(hours=hours)
     window = (
         # Test-key sends (the sandbox) never count towards a domain's reputation.
@@ -114,7 +119,17 @@ def delivery_rates_of_recent_sends(*, domain: Domain, hours: float, sends: int) 
         .order_by("-created_at", "-public_id")
         .values("id")[:sends]
     )
-    return DeliveryRates(**Message.objects.filter(id__in=window).aggregate(**DELIVERY_COUNTS))
+    sent = Message.objects.filter(id__in=window).count()
+    who = Case(
+        When(recipient="", then=Concat(Value("message "), Cast("message_id", CharField()))), default=F("recipient")
+    )
+    counts = MessageEvent.objects.filter(
+        message_id__in=window, type__in=[EventType.BOUNCED, EventType.COMPLAINED]
+    ).aggregate(
+        bounced=Count(who, distinct=True, filter=Q(type=EventType.BOUNCED)),
+        complained=Count(who, distinct=True, filter=Q(type=EventType.COMPLAINED)),
+    )
+    return DeliveryRates(sent=sent, bounced=counts["bounced"], complained=counts["complained"])
 
 
 def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRates]:

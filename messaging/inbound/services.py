@@ -8,9 +8,16 @@ Three kinds of recipient are accepted:
   feedback loop): a report matched to a sent message by the Message-ID it quotes.
 Everything else is refused at RCPT, so the server never relays.
 
-A report only ever touches recipients the reported message had (its To, Cc and Bcc, compared as
-lower-case bare addresses): any other address it names is logged and ignored, so a forged report
-cannot suppress strangers. Applying the same report twice changes nothing the second time.
+A report only changes the state of a recipient whose delivery it proves (`_proven_recipient`):
+- at a recipient's own signed return path (`bounces+<id>.<index>.<tag>@`), that recipient, whatever
+  addresses the report names; an entry naming another recipient of the message is ignored;
+- at the per-message return path (signed or unsigned: mail sent before per-recipient return paths)
+  or matched by the Message-ID it quotes (a report to `fbl@`, `postmaster@`, ...), the message's
+  recipient if it had exactly one, and only an entry naming it or redacting the address: a
+  Message-ID is seen by every recipient, so for a message with several it proves nothing about which.
+A report that proves nothing (or names only addresses it does not prove) is stored as received
+mail of the message's domain, with the reason in its event, and acted on in no way. Applying the
+same report twice changes nothing the second time.
 Per recipient: a hard bounce or a complaint suppresses the address for good; a soft bounce is
 recorded, and MAILSERVICE_SOFT_BOUNCE_LIMIT of them within the window suppress it for a while.
 The message's status follows one rule (`_status_from_recipients`): `complained` as soon as any
@@ -153,21 +160,22 @@ def _received_message(*, recipients: list[str], envelope_from: str, parsed: Pars
     )
 
 
-def _received_detail(envelope_from: str, parsed: ParsedMail) -> str:
+def _received_detail(envelope_from: str, parsed: ParsedMail, note: str = "") -> str:
+    detail = f"envelope from <{envelope_from}>" + (f"; {note}" if note else "")
     if parsed.parsed:
-        return f"envelope from <{envelope_from}>"
+        return detail
     budget = settings.MAILSERVICE_INBOUND_PARSE_SECONDS
-    return f"envelope from <{envelope_from}>; unparsed: over the {budget:g} s parsing budget, raw source kept"
+    return f"{detail}; unparsed: over the {budget:g} s parsing budget, raw source kept"
 
 
 def _store_received(
-    *, domain: Domain, recipients: list[str], envelope_from: str, parsed: ParsedMail, raw: bytes
+    *, domain: Domain, recipients: list[str], envelope_from: str, parsed: ParsedMail, raw: bytes, note: str = ""
 ) -> Message:
     message = _received_message(recipients=recipients, envelope_from=envelope_from, parsed=parsed, raw=raw)
     message.domain = domain
     message.save(force_insert=True)
     MessageEvent.objects.create(
-        message=message, type=EventType.RECEIVED, detail=_received_detail(envelope_from, parsed)
+        message=message, type=EventType.RECEIVED, detail=_received_detail(envelope_from, parsed, note)
     )
     return message
 
@@ -226,13 +234,44 @@ def _recipients_of(message: Message) -> list[str]:
     return list(dict.fromkeys(recipients))
 
 
-def _affected_recipient(recipients: list[str], reported: str) -> str | None:
-    """The recipient a report's address is about: itself if it was one, the only recipient when the
-    report redacts the address (as AOL's feedback loop does), else None."""
-    if reported and comparison_key(reported) in recipients:
-        return comparison_key(reported)
-    if not reported and len(recipients) == 1:
-        return recipients[0]
+@dataclass(frozen=True)
+class Proof:
+    """Whose delivery a report proves: `recipient` ('' for none), and whether the proof is the
+    recipient's own return path (then every entry is about it) rather than the message alone."""
+
+    recipient: str
+    by_return_path: bool
+    why_not: str = ""  # when it proves no recipient: why, for the stored report's event
+
+
+def _proven_recipient(verp: VerpId, recipients: list[str]) -> Proof:
+    if verp.recipient_index is not None:
+        if verp.recipient_index < len(recipients):
+            return Proof(recipients[verp.recipient_index], by_return_path=True)
+        return Proof(
+            "", by_return_path=True, why_not="report not applied: its return path names no recipient of the message"
+        )
+    if len(recipients) == 1:
+        return Proof(recipients[0], by_return_path=False)
+    return Proof(
+        "",
+        by_return_path=False,
+        why_not=f"report not applied: it reached no recipient's own return path and the message had "
+        f"{len(recipients)} recipients, so it proves none of them",
+    )
+
+
+def _affected_recipient(recipients: list[str], proof: Proof, reported: str) -> str | None:
+    """The recipient a report's entry (naming `reported`, '' when the report redacts it) may change:
+    the proven one, if the entry names it, redacts it, or (at its own return path) names no other
+    recipient of the message; else None."""
+    if not proof.recipient:
+        return None
+    named = comparison_key(reported) if reported else ""
+    if not named or named == proof.recipient:
+        return proof.recipient
+    if proof.by_return_path and named not in recipients:
+        return proof.recipient  # e.g. the address it was forwarded to: the return path says whose delivery it was
     return None
 
 
@@ -351,18 +390,34 @@ def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, repo
         logger.info("inbound: mail to %s about %s is not a report; kept as %s", report_address, message, kept)
         return
     recipients = _recipients_of(message)
-    changed = False
+    proof = _proven_recipient(verp, recipients)
+    matched = changed = False
     for recipient in report.recipients:
-        address = _affected_recipient(recipients, recipient.address)
+        address = _affected_recipient(recipients, proof, recipient.address)
         if address is None:
             logger.warning(
-                "inbound: %s report about %s names %r, not one of its recipients; ignored",
+                "inbound: %s report about %s names %r, which it does not prove; ignored",
                 recipient.outcome,
                 message,
                 recipient.address,
             )
             continue
+        matched = True
         changed |= _apply(message=message, address=address, recipient=recipient)
+    if not matched:
+        why = proof.why_not or "report not applied: it names no recipient whose delivery it proves"
+        kept = _store_received(
+            domain=message.domain,
+            recipients=[report_address],
+            envelope_from=envelope_from,
+            parsed=parsed,
+            raw=raw,
+            note=why,
+        )
+        logger.warning(
+            "inbound: %s report to %s about %s: %s; kept as %s", report.kind, report_address, message, why, kept
+        )
+        return
     if changed and report.kind != ReportedOutcome.DELAY:
         _status_from_recipients(message)
         safeguard_check(domain=message.domain)

@@ -121,7 +121,13 @@ def test_messages_are_read_only_even_for_superusers(operator, domain):
 
 @pytest.mark.parametrize(
     ("return_path_domain", "expected"),
-    [("bounces.example.net", "{verp}@bounces.example.net (VERP return path)"), (None, "hello@{domain}")],
+    [
+        (
+            "bounces.example.net",
+            "{verp}@bounces.example.net (VERP return path of the first recipient; each has its own)",
+        ),
+        (None, "hello@{domain}"),
+    ],
 )
 def test_a_sent_message_shows_the_envelope_sender_it_goes_out_with(
     operator, domain, settings, return_path_domain, expected
@@ -131,4 +137,4 @@ def test_a_sent_message_shows_the_envelope_sender_it_goes_out_with(
 
     html = operator.get(f"{LIST}{message.pk}/change/").content.decode()
 
-    assert expected.format(verp=verp_local_part(message.public_id), domain=domain.name) in html
+    assert expected.format(verp=verp_local_part(message.public_id, 0), domain=domain.name) in html

@@ -1,6 +1,7 @@
 """The automatic pause: bounce and complaint rates over the recent-sends window, with minimum evidence.
 
-The defaults: at least 100 sends in the window, and at least 5 bounced (3 complained) messages."""
+The defaults: at least 100 sends in the window, and at least 5 recipients who bounced (3 who complained),
+each counted once however many of its messages it reported."""
 
 from datetime import timedelta
 
@@ -9,14 +10,25 @@ from django.utils import timezone
 
 from domains.safeguards import safeguard_check, sending_health
 from domains.services import sending_pause
-from messaging.models import Direction, Message, Status
+from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from tests.factories import DomainFactory, MessageFactory
 
+_REPORTED = {Status.BOUNCED: EventType.BOUNCED, Status.COMPLAINED: EventType.COMPLAINED}
 
-def sends(domain, count: int, status: str = Status.DELIVERED, age: timedelta = timedelta(0)) -> None:
+
+def sends(
+    domain, count: int, status: str = Status.DELIVERED, age: timedelta = timedelta(0), recipient: str = ""
+) -> None:
+    """`count` sends; bounced or complained ones with the recipient's event (each its own recipient
+    unless `recipient` is given), as reports record them."""
     messages = Message.objects.bulk_create(MessageFactory.build_batch(count, domain=domain, status=status))
     if age:
         Message.objects.filter(pk__in=[m.pk for m in messages]).update(created_at=timezone.now() - age)
+    if status in _REPORTED:
+        MessageEvent.objects.bulk_create(
+            MessageEvent(message=message, type=_REPORTED[status], recipient=recipient or f"r{message.pk}@example.org")
+            for message in messages
+        )
 
 
 @pytest.mark.parametrize(
@@ -49,7 +61,7 @@ def test_complaint_rate_over_a_tenth_of_a_percent_with_three_complaints(
     if paused:
         domain.refresh_from_db()
         assert domain.pause_reason == (
-            "Automatic pause: complaint rate 0.3% (3 of the last 1000 sends) is over the 0.1% limit"
+            "Automatic pause: complaint rate 0.3% (3 recipients in the last 1000 sends) is over the 0.1% limit"
         )
         assert (domain.paused_by, domain.paused_at is not None) == ("safeguard", True)
 
@@ -94,3 +106,21 @@ def test_an_already_paused_domain_keeps_its_reason(domain):
     assert safeguard_check(domain=domain) is False
     domain.refresh_from_db()
     assert (domain.pause_reason, domain.auto_paused) == ("maintenance", False)
+
+
+@pytest.mark.parametrize("status", [Status.COMPLAINED, Status.BOUNCED])
+def test_one_recipient_reporting_many_messages_counts_once(domain, status):
+    sends(domain, 90)
+    sends(domain, 10, status, recipient="angry@example.org")  # 10% of the sends, all from one person
+    assert (sending_health(domain=domain).complained, sending_health(domain=domain).bounced) == (
+        (1, 0) if status == Status.COMPLAINED else (0, 1)
+    )
+    assert safeguard_check(domain=domain) is False
+
+
+def test_a_bounce_the_relay_gave_at_dispatch_counts_once_per_message(domain):
+    sends(domain, 94)
+    messages = Message.objects.bulk_create(MessageFactory.build_batch(6, domain=domain, status=Status.BOUNCED))
+    MessageEvent.objects.bulk_create(MessageEvent(message=m, type=EventType.BOUNCED, recipient="") for m in messages)
+    assert sending_health(domain=domain).bounced == 6
+    assert safeguard_check(domain=domain) is True

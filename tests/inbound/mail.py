@@ -20,8 +20,9 @@ def wire_bytes(mail: EmailMessage) -> bytes:
     return mail.as_bytes(policy=compat32.clone(linesep="\r\n"))
 
 
-def verp_address(message: Message) -> str:
-    return f"{verp_local_part(message.public_id)}@{RETURN_PATH_DOMAIN}"
+def verp_address(message: Message, recipient_index: int | None = None) -> str:
+    """The return path of the recipient at `recipient_index`, or the per-message one of mail sent before those."""
+    return f"{verp_local_part(message.public_id, recipient_index)}@{RETURN_PATH_DOMAIN}"
 
 
 def plain_mail(*, sender: str, to: str, subject: str, text: str) -> EmailMessage:

@@ -179,7 +179,7 @@ def test_crossing_the_bounce_rate_pauses_the_domain_and_sends_get_503(inbound, w
     deliver(inbound, dsn(message=delivered[1], recipient="user1@example.org"), to=verp_address(delivered[1]))
     domain.refresh_from_db()
     assert (domain.sending_paused, domain.auto_paused, domain.paused_by) == (True, True, "safeguard")
-    assert "bounce rate 10% (2 of the last 20 sends) is over the 5% limit" in domain.pause_reason
+    assert "bounce rate 10% (2 recipients in the last 20 sends) is over the 5% limit" in domain.pause_reason
 
     send = httpx.post(
         f"{web}/v1/send",

@@ -87,8 +87,9 @@ def test_a_bounce_listing_many_made_up_recipients_suppresses_only_the_real_one(d
 def test_the_same_report_twice_changes_nothing_the_second_time(domain):
     message = sent(domain, "a@example.org", "b@example.org")
     for _ in range(2):
-        deliver(wire_bytes(dsn(message=message, recipient="a@example.org")), verp_address(message))
-        deliver(wire_bytes(arf(message=message, recipient="b@example.org", to=FEEDBACK_LOOP)), FEEDBACK_LOOP)
+        deliver(wire_bytes(dsn(message=message, recipient="a@example.org")), verp_address(message, 0))
+        to_b = verp_address(message, 1)
+        deliver(wire_bytes(arf(message=message, recipient="b@example.org", to=to_b)), to_b)
     types = sorted(message.events.values_list("type", "recipient"))
     assert types == [(EventType.BOUNCED, "a@example.org"), (EventType.COMPLAINED, "b@example.org")]
     assert Suppression.objects.count() == 2
@@ -160,14 +161,14 @@ def test_a_soft_bounce_reported_twice_counts_once(domain):
 
 def test_a_global_dsn_for_a_utf8_address_suppresses_exactly_that_address(domain):
     message = sent(domain, "Zoë <zoë@example.org>", "zoe@example.org")
-    deliver(global_dsn(message=message, recipient="zoë@example.org"), verp_address(message))
+    deliver(global_dsn(message=message, recipient="zoë@example.org"), verp_address(message, 0))
     assert list(Suppression.objects.values_list("address", flat=True)) == ["zoë@example.org"]
     assert message.events.get().recipient == "zoë@example.org"
 
 
 def test_one_of_two_recipients_bouncing_leaves_the_message_delivered_and_both_bouncing_makes_it_bounced(domain):
     message = sent(domain, "a@example.org", "B <b@example.org>")
-    deliver(wire_bytes(dsn(message=message, recipient="a@example.org")), verp_address(message))
+    deliver(wire_bytes(dsn(message=message, recipient="a@example.org")), verp_address(message, 0))
     message.refresh_from_db()
     assert message.status == Status.DELIVERED
     assert [(o.address, o.label) for o in recipient_outcomes(message=message)] == [
@@ -175,15 +176,18 @@ def test_one_of_two_recipients_bouncing_leaves_the_message_delivered_and_both_bo
         ("b@example.org", "delivered"),
     ]
 
-    deliver(wire_bytes(dsn(message=message, recipient="b@example.org")), verp_address(message))
+    deliver(wire_bytes(dsn(message=message, recipient="b@example.org")), verp_address(message, 1))
     message.refresh_from_db()
     assert message.status == Status.BOUNCED
 
 
 def test_a_complaint_from_any_recipient_makes_the_message_complained(domain):
     message = sent(domain, "a@example.org", "b@example.org")
-    deliver(wire_bytes(dsn(message=message, recipient="a@example.org")), verp_address(message))
-    deliver(wire_bytes(arf(message=message, recipient="b@example.org", to=FEEDBACK_LOOP)), FEEDBACK_LOOP)
+    deliver(wire_bytes(dsn(message=message, recipient="a@example.org")), verp_address(message, 0))
+    deliver(
+        wire_bytes(arf(message=message, recipient="b@example.org", to=verp_address(message, 1))),
+        verp_address(message, 1),
+    )
     message.refresh_from_db()
     assert message.status == Status.COMPLAINED
     complaint = message.events.get(type=EventType.COMPLAINED)
@@ -209,8 +213,8 @@ def test_a_complaint_without_verp_finds_a_submitted_message_by_its_own_message_i
 
 def test_the_console_shows_each_recipients_outcome(domain, admin_client):
     message = sent(domain, "a@example.org", "b@example.org", "c@example.org")
-    deliver(wire_bytes(dsn(message=message, recipient="a@example.org")), verp_address(message))
-    deliver(wire_bytes(dsn(message=message, recipient="b@example.org", status="4.2.2")), verp_address(message))
+    deliver(wire_bytes(dsn(message=message, recipient="a@example.org")), verp_address(message, 0))
+    deliver(wire_bytes(dsn(message=message, recipient="b@example.org", status="4.2.2")), verp_address(message, 1))
 
     page = admin_client.get(f"/admin/messaging/message/{message.pk}/change/").content.decode()
 

@@ -18,6 +18,7 @@ from domains.models import Domain
 from domains.services import FIRST_DKIM_SELECTOR, dkim_activate, dkim_rotate
 from messaging.models import EventType, Message, MessageEvent, SuppressionReason
 from messaging.suppressions import suppression_add
+from messaging.verp import verp_local_part
 from tests.factories import ApiKeyFactory, DomainFactory, dkim_dnsfunc
 from tests.harness import (
     FAST_DISPATCH,
@@ -105,6 +106,21 @@ def test_a_sent_message_reaches_the_relay_signed_with_bcc_only_in_the_envelope()
     message = Message.objects.get(public_id=message_id)
     assert message.message_id_header == parsed["Message-ID"]
     assert list(message.events.values_list("type", flat=True)) == ["accepted", "delivered"]
+
+
+def test_each_recipient_gets_its_own_transaction_and_signed_return_path_over_one_connection():
+    return_path_domain = "bounces.shop.example.com"
+    with smtp_sink() as sink, running(email_url=sink.url, MAILSERVICE_RETURN_PATH_DOMAIN=return_path_domain) as stack:
+        message_id = stack.send(to=["bob@example.org"], cc="carol@example.org", text="Hello").json()["id"]
+        stack.wait_for_status(message_id, "delivered")
+
+    assert [received.rcpt_tos for received in sink.received] == [["bob@example.org"], ["carol@example.org"]]
+    assert [received.mail_from for received in sink.received] == [
+        f"{verp_local_part(message_id, index)}@{return_path_domain}" for index in (0, 1)
+    ]
+    assert len({received.peer for received in sink.received}) == 1
+    assert all(verifies(received.data, stack.domain) for received in sink.received)
+    assert len({received.data for received in sink.received}) == 1
 
 
 def test_a_running_worker_signs_with_the_new_dkim_key_once_it_is_active():
