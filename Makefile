@@ -31,7 +31,7 @@ manage: install
 
 # The Procfile's processes together (config/start.py reads .env; the web on 8000 as with `make run`):
 # a process that ends is named and the others keep running; Ctrl-C stops them all.
-start: install
+start: install .env
 	$(BIN)/python -m config.start
 
 migrate: install
@@ -79,8 +79,9 @@ test: install lint
 inbound: install
 	$(BIN)/python manage.py run_inbound_smtp --host $${INBOUND_HOST:-127.0.0.1} --port $${INBOUND_PORT:-2525}
 
-# SMTP submission for applications (docs/submission.md): needs MAILSERVICE_TLS_CERT_FILE/KEY_FILE.
-submission: install
+# SMTP submission for applications (docs/submission.md): STARTTLS with MAILSERVICE_TLS_CERT_FILE/KEY_FILE,
+# or in development (.env's DEBUG=true) with a self-signed certificate it makes in var/tls/.
+submission: install .env
 	$(BIN)/python manage.py run_submission_smtp --host $${SUBMISSION_HOST:-127.0.0.1} --port $${SUBMISSION_PORT:-2587}
 
 worker: install

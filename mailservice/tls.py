@@ -4,6 +4,8 @@ Mailbox providers deliver bounces and complaints over TLS whenever the receiving
 STARTTLS, so the inbound server offers it once a certificate is configured.
 """
 
+import datetime
+import ipaddress
 import ssl
 from pathlib import Path
 
@@ -33,4 +35,52 @@ def server_tls_context() -> ssl.SSLContext | None:
         raise ImproperlyConfigured(
             f"cannot load the TLS certificate {cert_file} with key {key_file}: {reason}"
         ) from None
+    return context
+
+
+def development_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost and 127.0.0.1, made once in `directory` (var/tls/ in
+    development) so `make submission` offers STARTTLS on a fresh checkout; never used unless DEBUG.
+
+    Clients must skip verification for it, as for any self-signed certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    cert_path, key_path = directory / "dev-cert.pem", directory / "dev-key.pem"
+    if cert_path.is_file() and key_path.is_file():
+        return cert_path, key_path
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=825))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(key_pem)
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
+
+
+def development_tls_context(directory: Path) -> ssl.SSLContext:
+    cert_path, key_path = development_certificate(directory)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(certfile=str(cert_path), keyfile=str(key_path))
     return context

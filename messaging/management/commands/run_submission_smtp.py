@@ -1,4 +1,5 @@
 import asyncio
+import ipaddress
 from typing import Any
 
 from django.conf import settings
@@ -6,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mailservice.commands import tcp_port
-from mailservice.tls import server_tls_context
+from mailservice.tls import development_tls_context, server_tls_context
 from messaging.submission.server import serve
 
 
@@ -31,12 +32,24 @@ class Command(BaseCommand):
             tls = server_tls_context()
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from None
-        if tls is None and (implicit_tls or not settings.MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH):
+        plaintext = settings.MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH
+        if plaintext and not _is_loopback(host):
+            raise CommandError(
+                "MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH: plaintext AUTH is only for a server on loopback,"
+                f" not {host}"
+            )
+        certificate = "the configured certificate"
+        if tls is None and settings.DEBUG and not plaintext:
+            tls = development_tls_context(settings.VAR_DIR / "tls")
+            certificate = f"a self-signed development certificate in {settings.VAR_DIR / 'tls'}"
+        if tls is None and (implicit_tls or not plaintext):
             raise CommandError(
                 "set MAILSERVICE_TLS_CERT_FILE and MAILSERVICE_TLS_KEY_FILE: AUTH is only taken over TLS "
-                "(MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH=true allows it without, on loopback only)"
+                "(with DEBUG a self-signed development certificate is made; "
+                "MAILSERVICE_SUBMISSION_ALLOW_PLAINTEXT_AUTH=true allows AUTH without TLS, on loopback only)"
             )
-        mode = "implicit TLS" if implicit_tls else ("STARTTLS" if tls else "no TLS, plaintext AUTH")
+        tls_mode = "implicit TLS" if implicit_tls else "STARTTLS"
+        mode = f"{tls_mode} with {certificate}" if tls else "no TLS, plaintext AUTH"
         limit = settings.MAILSERVICE_SUBMISSION_MAX_BYTES
 
         def ready() -> None:
@@ -47,3 +60,12 @@ class Command(BaseCommand):
             asyncio.run(serve(host=host, port=port, tls=tls, implicit_tls=implicit_tls, ready=ready))
         except OSError as exc:
             raise CommandError(f"Cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
