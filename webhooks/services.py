@@ -37,7 +37,7 @@ from webhooks.models import DeliveryStatus, EventType, WebhookDelivery, WebhookE
 from webhooks.payloads import PUBLIC_TYPE, event_payload, messages_data
 from webhooks.secrets import secret_generate
 from webhooks.signing import signature_headers
-from webhooks.targets import TargetRefused, target_resolve, url_check
+from webhooks.targets import TargetRefused, redacted_url, target_resolve, url_check
 from webhooks.transport import REQUEST_ERRORS, post_status
 
 logger = logging.getLogger(__name__)
@@ -327,7 +327,7 @@ def delivery_attempt(*, delivery: WebhookDelivery) -> bool:
         return False
     result = _post(delivery)
     if not result.succeeded:
-        logger.info("webhook %s to %s: %s", delivery.event_id, delivery.endpoint.url, result.error)
+        logger.info("webhook %s to %s: %s", delivery.event_id, redacted_url(delivery.endpoint.url), result.error)
     return _record(delivery, result)
 
 

@@ -12,7 +12,7 @@ IPv4 address through the host's stack or a translator, so the IPv4 address must 
 import ipaddress
 import socket
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 
@@ -39,6 +39,18 @@ class Target:
     url: str  # the URL with its host replaced by the checked address
     host: str  # the Host header, and the name TLS verifies
     sni_hostname: str
+
+
+def redacted_url(url: str) -> str:
+    """The URL without its userinfo and query, for logs and the console's labels."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<malformed URL>"
+    host = parts.hostname or ""
+    literal = f"[{host}]" if ":" in host else host
+    return SplitResult(parts.scheme, literal + port, parts.path, "", "").geturl()
 
 
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
