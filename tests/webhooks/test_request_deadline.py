@@ -2,17 +2,22 @@
 deadline, the endpoint's cap holds across lease expiry, and other endpoints are served meanwhile.
 Real processes: the worker with beat (the pump) and the webhooks worker on its own queue."""
 
+import contextlib
+import socket
 import ssl
 import subprocess
+import threading
 import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 
 import httpcore
 import pytest
 
 from messaging.models import EventType, MessageEvent
 from tests.factories import DomainFactory, MessageFactory
-from tests.harness import BIN, ROOT, celery_worker, child_env, wait_until
+from tests.harness import BIN, ROOT, celery_worker, child_env, self_signed_certificate, wait_until
 from tests.webhooks.receiver import trickling_receiver, webhook_receiver
 from webhooks.models import DeliveryStatus, WebhookDelivery
 from webhooks.services import endpoint_create
@@ -101,3 +106,71 @@ def test_a_timeout_not_below_the_lease_stops_start_up(timeout, lease):
     result = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "MAILSERVICE_WEBHOOK_TIMEOUT must be above 0 and below MAILSERVICE_WEBHOOK_LEASE_SECONDS" in result.stderr
+
+
+Answer = Callable[[socket.socket, ssl.SSLContext], None]
+
+
+def _serve_once(listener: socket.socket, answer: Answer, server: ssl.SSLContext) -> None:
+    conn, _ = listener.accept()
+    with conn:
+        answer(conn, server)
+
+
+def _tls_listener(tmp_path: Path, answer: Answer) -> tuple[int, ssl.SSLContext]:
+    """A one-connection server on loopback, given a TLS context for hooks.test; the client context that trusts it."""
+    cert, key = self_signed_certificate(tmp_path, host="hooks.test")
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    threading.Thread(target=_serve_once, args=(listener, answer, server), daemon=True).start()
+    return listener.getsockname()[1], ssl.create_default_context(cafile=str(cert))
+
+
+@pytest.mark.parametrize(("sni_hostname", "status"), [("hooks.test", 204), ("elsewhere.test", None)])
+def test_a_request_over_tls_checks_the_configured_name_on_the_checked_address(tmp_path, sni_hostname, status):
+    def answer(conn: socket.socket, server: ssl.SSLContext) -> None:
+        try:
+            with server.wrap_socket(conn, server_side=True) as tls:
+                tls.recv(65536)
+                tls.sendall(b"HTTP/1.1 204 No Content\r\n\r\n")
+        except ssl.SSLError:
+            pass  # the client refused the certificate
+
+    port, client = _tls_listener(tmp_path, answer)
+    request = {
+        "url": f"https://127.0.0.1:{port}/hooks",
+        "headers": {"Host": f"hooks.test:{port}"},
+        "body": b"{}",
+        "sni_hostname": sni_hostname,
+        "ssl_context": client,
+        "timeout": 5.0,
+    }
+    if status is None:
+        with pytest.raises(httpcore.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            post_status(**request)
+    else:
+        assert post_status(**request) == status
+
+
+def test_a_trickled_tls_handshake_ends_at_the_deadline(tmp_path):
+    def answer(conn: socket.socket, server: ssl.SSLContext) -> None:
+        conn.recv(65536)
+        conn.sendall(b"\x16\x03\x03\x40\x00")  # a 16 KiB handshake record, then a byte every 0.2 s
+        with contextlib.suppress(OSError):
+            for _ in range(100):
+                time.sleep(0.2)
+                conn.sendall(b"\x02")
+
+    port, client = _tls_listener(tmp_path, answer)
+    started = time.monotonic()
+    with pytest.raises(httpcore.ConnectTimeout):
+        post_status(
+            url=f"https://127.0.0.1:{port}/hooks",
+            headers={"Host": "hooks.test"},
+            body=b"{}",
+            sni_hostname="hooks.test",
+            ssl_context=client,
+            timeout=TIMEOUT,
+        )
+    assert time.monotonic() - started < TIMEOUT + 0.5
