@@ -228,6 +228,9 @@ def _tls_context() -> ssl.SSLContext:
 def _post(delivery: WebhookDelivery) -> AttemptResult:
     """One request, no transaction open, over by MAILSERVICE_WEBHOOK_TIMEOUT whatever the receiver does."""
     endpoint = delivery.endpoint
+    timeout = settings.MAILSERVICE_WEBHOOK_TIMEOUT
+    # The name's lookup counts too: no socket is opened after the deadline, whatever the resolver took.
+    deadline = time.monotonic() + timeout
     try:
         target = target_resolve(endpoint.url)
     except TargetRefused as exc:
@@ -241,16 +244,17 @@ def _post(delivery: WebhookDelivery) -> AttemptResult:
             event_id=delivery.event_id, timestamp=now, body=delivery.payload, secrets=_signing_secrets(endpoint, now)
         ),
     }
-    timeout = settings.MAILSERVICE_WEBHOOK_TIMEOUT
     started = time.monotonic()
     try:
+        if started >= deadline:
+            raise httpcore.ConnectTimeout("deadline passed resolving the name")
         status_code = post_status(
             url=target.url,
             headers=headers,
             body=delivery.payload.encode(),
             sni_hostname=target.sni_hostname,
             ssl_context=_tls_context(),
-            timeout=timeout,
+            timeout=deadline - started,
         )
     except httpcore.TimeoutException as exc:
         return AttemptResult(None, None, f"no answer within {timeout:g}s ({type(exc).__name__})")

@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpcore
 import pytest
@@ -21,6 +22,7 @@ from tests.harness import BIN, ROOT, celery_worker, child_env, self_signed_certi
 from tests.webhooks.receiver import trickling_receiver, webhook_receiver
 from webhooks.models import DeliveryStatus, WebhookDelivery
 from webhooks.services import endpoint_create
+from webhooks.tasks import pump_task
 from webhooks.transport import post_status
 
 # The production ratios scaled down: a 10 s timeout against a 60 s lease, here 1 s against 3 s.
@@ -174,3 +176,24 @@ def test_a_trickled_tls_handshake_ends_at_the_deadline(tmp_path):
             timeout=TIMEOUT,
         )
     assert time.monotonic() - started < TIMEOUT + 0.5
+
+
+@pytest.mark.django_db
+def test_a_slow_name_lookup_counts_against_the_deadline_and_no_connection_follows(
+    domain, settings, receiver, monkeypatch
+):
+    settings.MAILSERVICE_WEBHOOK_TIMEOUT = 0.5
+    endpoint_create(domain=domain, url=receiver.url.replace("127.0.0.1", "localhost"), event_types=[])
+    MessageEvent.objects.create(message=MessageFactory(domain=domain), type=EventType.DELIVERED)
+    lookup = socket.getaddrinfo
+
+    def slow_lookup(host: str, *args: Any, **kwargs: Any) -> Any:
+        if host == "localhost":
+            time.sleep(0.6)  # a resolver waiting on an unanswering name server
+        return lookup(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow_lookup)
+    pump_task()
+
+    delivery = WebhookDelivery.objects.get()
+    assert receiver.requests == [] and delivery.last_error.startswith("no answer within 0.5s")
