@@ -388,11 +388,18 @@ CELERY_BEAT_SCHEDULE = {
 # --- Webhooks (webhooks/) ---------------------------------------------------------------------
 # Private, loopback and link-local targets are refused unless this is set (tests, a trusted LAN).
 MAILSERVICE_WEBHOOK_ALLOW_PRIVATE = env_bool("MAILSERVICE_WEBHOOK_ALLOW_PRIVATE", False)
-# A 2xx within this many seconds is a success; anything else is retried.
+# A 2xx within this many seconds is a success; anything else is retried. One deadline for the
+# whole request (connect, TLS, sending, the answer's status and headers), however the receiver
+# paces its bytes: the socket is closed by then.
 MAILSERVICE_WEBHOOK_TIMEOUT = env_float("MAILSERVICE_WEBHOOK_TIMEOUT", 10.0)
-# A claimed delivery is the worker's until then (well above the timeout); a killed worker's
-# delivery is claimed again once it runs out.
+# A claimed delivery is the worker's until then; a killed worker's delivery is claimed again once
+# it runs out. Longer than the timeout, so a request is over before its delivery can be claimed again.
 MAILSERVICE_WEBHOOK_LEASE_SECONDS = env_float("MAILSERVICE_WEBHOOK_LEASE_SECONDS", 60.0)
+if not 0 < MAILSERVICE_WEBHOOK_TIMEOUT < MAILSERVICE_WEBHOOK_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "MAILSERVICE_WEBHOOK_TIMEOUT must be above 0 and below MAILSERVICE_WEBHOOK_LEASE_SECONDS, got"
+        f" {MAILSERVICE_WEBHOOK_TIMEOUT:g} and {MAILSERVICE_WEBHOOK_LEASE_SECONDS:g}"
+    )
 # At most this many requests in flight to one endpoint: a slow one holds only that many threads.
 MAILSERVICE_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("MAILSERVICE_WEBHOOK_ENDPOINT_CONCURRENCY", 4)
 # The queue of the delivery tasks, consumed by the Procfile's `webhooks` worker and no other, so

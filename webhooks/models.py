@@ -4,6 +4,7 @@ from domains.models import Domain
 from mailservice.encryption import EncryptedSecretField
 from mailservice.ids import public_id
 from messaging.models import MessageEvent
+from webhooks.targets import redacted_url
 
 
 def _endpoint_public_id() -> str:
@@ -47,7 +48,8 @@ class WebhookEndpoint(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        return f"{self.url} ({self.domain})"
+        # Without userinfo and query: this label reaches the admin's change log.
+        return f"{redacted_url(self.url)} ({self.domain})"
 
     def wants(self, event_type: str) -> bool:
         return not self.event_types or event_type in self.event_types

@@ -7,7 +7,9 @@ delivery is claimed under a lease (a conditional UPDATE; the lease value is the 
 every later write), sent with no transaction open, and its outcome recorded only by the lease
 holder. A worker that dies mid-request leaves a lease that runs out; the delivery is then claimed
 and sent again. At most MAILSERVICE_WEBHOOK_ENDPOINT_CONCURRENCY leases are live per endpoint,
-so a slow endpoint holds only that many threads of the webhooks worker.
+and a request is over (its socket closed) within MAILSERVICE_WEBHOOK_TIMEOUT, before its lease
+runs out: so a slow endpoint holds at most that many connections and threads of the webhooks
+worker, each for at most the timeout, even against a receiver that trickles its answer.
 """
 
 import functools
@@ -18,6 +20,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import httpcore
 import httpx
 from django.conf import settings
 from django.db import transaction
@@ -34,7 +37,8 @@ from webhooks.models import DeliveryStatus, EventType, WebhookDelivery, WebhookE
 from webhooks.payloads import PUBLIC_TYPE, event_payload, messages_data
 from webhooks.secrets import secret_generate
 from webhooks.signing import signature_headers
-from webhooks.targets import TargetRefused, target_resolve, url_check
+from webhooks.targets import TargetRefused, redacted_url, target_resolve, url_check
+from webhooks.transport import REQUEST_ERRORS, post_status
 
 logger = logging.getLogger(__name__)
 
@@ -222,8 +226,11 @@ def _tls_context() -> ssl.SSLContext:
 
 
 def _post(delivery: WebhookDelivery) -> AttemptResult:
-    """One request, no transaction open. Only the status line is read: the body does not matter."""
+    """One request, no transaction open, over by MAILSERVICE_WEBHOOK_TIMEOUT whatever the receiver does."""
     endpoint = delivery.endpoint
+    timeout = settings.MAILSERVICE_WEBHOOK_TIMEOUT
+    # The name's lookup counts too: no socket is opened after the deadline, whatever the resolver took.
+    deadline = time.monotonic() + timeout
     try:
         target = target_resolve(endpoint.url)
     except TargetRefused as exc:
@@ -237,25 +244,24 @@ def _post(delivery: WebhookDelivery) -> AttemptResult:
             event_id=delivery.event_id, timestamp=now, body=delivery.payload, secrets=_signing_secrets(endpoint, now)
         ),
     }
-    timeout = settings.MAILSERVICE_WEBHOOK_TIMEOUT
     started = time.monotonic()
     try:
-        with httpx.Client(timeout=timeout, follow_redirects=False, verify=_tls_context()) as client:
-            request = client.build_request(
-                "POST",
-                target.url,
-                content=delivery.payload.encode(),
-                headers=headers,
-                extensions={"sni_hostname": target.sni_hostname},
-            )
-            status_code = client.send(request, stream=True).status_code
-    except httpx.HTTPError as exc:
+        if started >= deadline:
+            raise httpcore.ConnectTimeout("deadline passed resolving the name")
+        status_code = post_status(
+            url=target.url,
+            headers=headers,
+            body=delivery.payload.encode(),
+            sni_hostname=target.sni_hostname,
+            ssl_context=_tls_context(),
+            timeout=deadline - started,
+        )
+    except httpcore.TimeoutException as exc:
+        return AttemptResult(None, None, f"no answer within {timeout:g}s ({type(exc).__name__})")
+    except REQUEST_ERRORS as exc:
         return AttemptResult(None, None, f"{type(exc).__name__}: {exc}".rstrip(": "))
-    latency = time.monotonic() - started
-    if latency > timeout:
-        return AttemptResult(status_code, int(latency * 1000), f"answered after {latency:.1f}s, over {timeout:g}s")
-    error = "" if 200 <= status_code < 300 else f"HTTP {status_code}"
-    return AttemptResult(status_code, int(latency * 1000), error)
+    latency_ms = int((time.monotonic() - started) * 1000)
+    return AttemptResult(status_code, latency_ms, "" if 200 <= status_code < 300 else f"HTTP {status_code}")
 
 
 def retry_delay(*, attempt: int) -> timedelta | None:
@@ -299,13 +305,33 @@ def _record(delivery: WebhookDelivery, result: AttemptResult) -> bool:
     return True
 
 
+def _lease_renew(delivery: WebhookDelivery) -> bool:
+    """Extend a lease still held to a full MAILSERVICE_WEBHOOK_LEASE_SECONDS from now; False if lost.
+
+    The request that follows is over within MAILSERVICE_WEBHOOK_TIMEOUT, shorter than the lease
+    (config/settings.py refuses otherwise), so its socket is closed before anyone can claim the
+    delivery again, however long the task waited in the queue: the cap counts every open request."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.MAILSERVICE_WEBHOOK_LEASE_SECONDS)
+    renewed = WebhookDelivery.objects.filter(
+        pk=delivery.pk,
+        status=DeliveryStatus.PENDING,
+        lease_expires_at=delivery.lease_expires_at,
+        lease_expires_at__gt=now,
+    ).update(lease_expires_at=lease)
+    if renewed != 1:
+        return False
+    delivery.lease_expires_at = lease
+    return True
+
+
 def delivery_attempt(*, delivery: WebhookDelivery) -> bool:
     """Send one claimed delivery and record the outcome; False if the lease was lost meanwhile."""
-    if delivery.lease_expires_at is None or delivery.lease_expires_at <= timezone.now():
+    if delivery.lease_expires_at is None or not _lease_renew(delivery):
         return False
     result = _post(delivery)
     if not result.succeeded:
-        logger.info("webhook %s to %s: %s", delivery.event_id, delivery.endpoint.url, result.error)
+        logger.info("webhook %s to %s: %s", delivery.event_id, redacted_url(delivery.endpoint.url), result.error)
     return _record(delivery, result)
 
 

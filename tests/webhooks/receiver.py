@@ -1,7 +1,10 @@
 """A webhook receiver on loopback: a real threaded HTTP server that records each request and
-answers as the test says (a status per request, a delay, or a hold)."""
+answers as the test says (a status per request, a delay, or a hold); and a receiver that trickles
+its answer a byte at a time."""
 
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -82,3 +85,75 @@ def webhook_receiver() -> Iterator[Receiver]:
             receiver.behaviour.hold.set()
         receiver.server.shutdown()
         receiver.server.server_close()
+
+
+@dataclass
+class Connection:
+    opened: float  # time.monotonic()
+    closed: float | None = None
+    closed_by_client: bool = False
+
+
+class TricklingReceiver:
+    """A receiver that reads the request, then answers one byte every `interval` seconds (a status
+    line that never ends within the test). It records when each connection opened and when the
+    client closed it, and the most connections it ever had open at once."""
+
+    def __init__(self, *, interval: float, answer_bytes: int = 200) -> None:
+        self.interval = interval
+        self.answer = b"HTTP/1.1 200 " + b"O" * answer_bytes + b"\r\nContent-Length: 0\r\n\r\n"
+        self.connections: list[Connection] = []
+        self.open_now = self.most_open = 0
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/slow"
+
+    def serve(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                record = Connection(opened=time.monotonic())
+                self.connections.append(record)
+                self.open_now += 1
+                self.most_open = max(self.most_open, self.open_now)
+            threading.Thread(target=self._trickle, args=(conn, record), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket, record: Connection) -> None:
+        with conn:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                request += chunk
+            for byte in self.answer:
+                readable, _, _ = select.select([conn], [], [], self.interval)
+                if self.stopping.is_set():
+                    break
+                try:
+                    if readable and not conn.recv(65536):
+                        record.closed_by_client = True
+                        break
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    record.closed_by_client = True
+                    break
+        with self.lock:
+            record.closed = time.monotonic()
+            self.open_now -= 1
+
+
+@contextmanager
+def trickling_receiver(*, interval: float) -> Iterator[TricklingReceiver]:
+    receiver = TricklingReceiver(interval=interval)
+    thread = threading.Thread(target=receiver.serve, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        receiver.stopping.set()
+        receiver.listener.close()

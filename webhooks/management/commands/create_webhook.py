@@ -6,6 +6,7 @@ from domains.selectors import domain_get_by_name
 from mailservice.commands import ServiceCommand
 from webhooks.models import EventType
 from webhooks.services import endpoint_create
+from webhooks.targets import redacted_url
 
 
 class Command(ServiceCommand):
@@ -25,7 +26,7 @@ class Command(ServiceCommand):
         endpoint = created.endpoint
         events = ", ".join(endpoint.event_types) or "all events"
         self.stdout.write(
-            f"Created {endpoint.public_id}: {events} of {endpoint.domain.name} to {endpoint.url}; "
+            f"Created {endpoint.public_id}: {events} of {endpoint.domain.name} to {redacted_url(endpoint.url)}; "
             "the signing secret is shown only now:"
         )
         self.stdout.write(created.secret)

@@ -4,6 +4,7 @@ from django.core.management.base import CommandParser
 
 from mailservice.commands import ServiceCommand
 from webhooks.services import endpoint_delete, endpoint_get
+from webhooks.targets import redacted_url
 
 
 class Command(ServiceCommand):
@@ -15,4 +16,4 @@ class Command(ServiceCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         endpoint = endpoint_get(public_id=options["endpoint_id"])
         endpoint_delete(endpoint=endpoint)
-        self.stdout.write(f"Deleted {endpoint.public_id} ({endpoint.url})")
+        self.stdout.write(f"Deleted {endpoint.public_id} ({redacted_url(endpoint.url)})")

@@ -5,6 +5,7 @@ from django.core.management.base import CommandParser
 from domains.selectors import domain_get_by_name
 from mailservice.commands import ServiceCommand
 from webhooks.selectors import endpoint_list
+from webhooks.targets import redacted_url
 
 
 class Command(ServiceCommand):
@@ -18,4 +19,6 @@ class Command(ServiceCommand):
         for endpoint in endpoint_list(domain=domain):
             state = "enabled" if endpoint.enabled else "DISABLED"
             events = ",".join(endpoint.event_types) or "all"
-            self.stdout.write(f"{endpoint.public_id}\t{endpoint.domain.name}\t{state}\t{events}\t{endpoint.url}")
+            self.stdout.write(
+                f"{endpoint.public_id}\t{endpoint.domain.name}\t{state}\t{events}\t{redacted_url(endpoint.url)}"
+            )
