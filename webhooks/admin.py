@@ -131,12 +131,12 @@ class WebhookEndpointAdmin(ConsoleModelAdmin):
             event_types=form.cleaned_data["event_types"],
         )
         adopt(obj, created.endpoint)
-        obj.secret = created.secret  # for response_add only; never saved
+        obj.secret = created.secret  # type: ignore[attr-defined]  # for response_add only; never saved
 
     def response_add(
         self, request: HttpRequest, obj: WebhookEndpoint, post_url_continue: str | None = None
     ) -> HttpResponse:
-        return _secret_page(request, obj, obj.secret, rotated=False)
+        return _secret_page(request, obj, obj.secret, rotated=False)  # type: ignore[attr-defined]  # set in save_model
 
     @admin.action(description="Rotate the signing secret (one endpoint)", permissions=["change"])
     def rotate_secret(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> HttpResponse | None:

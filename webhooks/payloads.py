@@ -28,7 +28,7 @@ from webhooks.links import link_sign
 from webhooks.models import EventType
 
 # Each recorded event type of a message, as applications see it; events not listed are not published.
-PUBLIC_TYPE = {
+PUBLIC_TYPE: dict[str, EventType] = {
     MessageEventType.ACCEPTED: EventType.ACCEPTED,
     MessageEventType.DELIVERED: EventType.DELIVERED,
     MessageEventType.DEFERRED: EventType.DELAYED,
@@ -46,7 +46,7 @@ PUBLIC_TYPE = {
 # delivered by the time its `email.accepted` goes out), so `data.status` is the status as of the
 # event; events that change no status by themselves (delays, one recipient's bounce: the message
 # is `bounced` only once every recipient is) show the status at fan-out.
-_STATUS_AFTER = {
+_STATUS_AFTER: dict[str, str] = {
     MessageEventType.ACCEPTED: Status.ACCEPTED,
     MessageEventType.DELIVERED: Status.DELIVERED,
     MessageEventType.COMPLAINED: Status.COMPLAINED,

@@ -24,7 +24,8 @@ PUMP_BUDGET_SECONDS = 1.0
 
 def _enqueue(deliveries: list[WebhookDelivery]) -> None:
     for delivery in deliveries:
-        deliver_task.apply_async(args=[delivery.pk, delivery.lease_expires_at.isoformat()], retry=False)
+        assert delivery.lease_expires_at is not None  # the fan-out leases every delivery it hands over
+        deliver_task.apply_async(args=(delivery.pk, delivery.lease_expires_at.isoformat()), retry=False)
 
 
 @shared_task(name="webhooks.pump")

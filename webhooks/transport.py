@@ -103,7 +103,13 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
 
 def post_status(
-    *, url: str, headers: dict[str, str], body: bytes, sni_hostname: str, ssl_context: ssl.SSLContext, timeout: float
+    *,
+    url: str,
+    headers: dict[str, str],
+    body: bytes,
+    sni_hostname: str,
+    ssl_context: ssl.SSLContext,
+    timeout: float,
 ) -> int:
     """POST `body` and return the status code, all within `timeout` seconds; raises REQUEST_ERRORS.
 
@@ -112,6 +118,8 @@ def post_status(
     backend = _DeadlineBackend(time.monotonic() + timeout)
     with (
         httpcore.ConnectionPool(ssl_context=ssl_context, network_backend=backend, retries=0) as pool,
-        pool.stream("POST", url, headers=headers, content=body, extensions={"sni_hostname": sni_hostname}) as response,
+        pool.stream(
+            "POST", url, headers=list(headers.items()), content=body, extensions={"sni_hostname": sni_hostname}
+        ) as response,
     ):
         return response.status
