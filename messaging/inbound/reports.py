@@ -137,9 +137,7 @@ _BOUNCE_SUBJECT = re.compile(
 )
 _AUTO_REPLY_SUBJECT = re.compile(
     r"^\W*(auto(matic)?[- ]?(reply|response|antwort)|out of (the )?office|vacation|away from|i am away"
-    r"|abwesenheit|absence|r[ée]ponse automatique|risposta automatica|respuesta autom)"
-    # Challenge-response systems ask the sender to prove they are human before delivering.
-    r"|please confirm your (e-?mail|message)|verify your (e-?mail|message)|approval required|challenge",
+    r"|abwesenheit|absence|r[ée]ponse automatique|risposta automatica|respuesta autom)",
     re.IGNORECASE,
 )
 _PERMANENT_WORDS = re.compile(
@@ -196,7 +194,7 @@ _CHALLENGE_HEADER_PREFIXES = ("x-tmda", "x-boxbe", "x-spamarrest", "x-mailwasher
 _LIST_HEADERS = ("List-Post", "List-Owner", "List-Help", "List-Subscribe", "List-Unsubscribe", "List-Id", "X-BeenThere")
 # A line that states a failure in words (codes are _ENHANCED_STATUS and _SMTP_REPLY).
 _FAILURE_WORDS = re.compile(
-    r"fail|undeliver|not (be |been )?deliver|did not reach|following (recipient|address)|aborted"
+    r"fail|undeliver|(not|n'?t) (be |been )?deliver|did not reach|following (recipient|address)|aborted"
     r"|could(n'?t| not) (be )?deliver|unable to deliver|reject|refused|unknown|no such|invalid|does(n'?t| not) exist"
     r"|bounced|unavailable|not found|disabled|inactive|over ?quota|mailbox (is )?full",
     re.IGNORECASE,
@@ -682,7 +680,10 @@ def _is_challenge(message: EmailMessage, notice: str) -> bool:
         return True
     if _CHALLENGE_SENDER.search(header(message, "From")[:HEADER_LIMIT]):
         return True
-    if _CHALLENGE_SUBJECT.search(header(message, "Subject")[:HEADER_LIMIT]):
+    subject = header(message, "Subject")[:HEADER_LIMIT]
+    # A bounce echoes the original's subject ("Undeliverable: Please confirm your email address").
+    echoed = _from_mail_system(message) and _BOUNCE_SUBJECT.search(subject)
+    if _CHALLENGE_SUBJECT.search(subject) and not echoed:
         return True
     notice = notice[:CHALLENGE_LIMIT]
     if not _CHALLENGE_WORDS.search(notice):

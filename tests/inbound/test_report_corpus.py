@@ -219,3 +219,18 @@ def test_the_senders_of_a_returned_message_quoted_inline_are_not_failed_recipien
         b"From: shop@acme.example.com\r\nReply-To: help@acme.example.com\r\nTo: reader@example.org\r\n\r\nHi\r\n"
     )
     assert [r.address for r in classify(raw).recipients] == ["reader@example.org"]
+
+
+def test_a_plain_text_bounce_echoing_a_confirmation_subject_is_still_a_bounce():
+    raw = (
+        b"From: System Administrator <postmaster@contoso.example>\r\nTo: bounces@b.example\r\n"
+        b"Subject: Undeliverable: Please confirm your email address\r\n\r\n"
+        b"Your message did not reach some or all of the intended recipients.\r\n\r\n"
+        b"The following recipient(s) could not be reached:\r\n\r\n"
+        b"      new.user@contoso.example on 20/11/2026 10:00\r\n"
+        b"            550 5.1.1 The e-mail account does not exist at the organization.\r\n"
+    )
+    report = classify(raw)
+    assert [(r.address, r.outcome, r.status) for r in report.recipients] == [
+        ("new.user@contoso.example", "bounce", "5.1.1")
+    ]
