@@ -140,6 +140,12 @@ _AUTO_REPLY_SUBJECT = re.compile(
     r"|abwesenheit|absence|r[ée]ponse automatique|risposta automatica|respuesta autom)",
     re.IGNORECASE,
 )
+_VACATION_WORDS = re.compile(
+    r"out of (the )?office|on (annual |parental |maternity |sick )?(vacation|holiday|leave)|away (from|until)"
+    r"|closed (for|until)|(back|return(ing)?) (in the office )?on|limited access to (my )?e-?mail|abwesend"
+    r"|en cong[ée]s?|vacances|fuera de la oficina|in ferie",
+    re.IGNORECASE,
+)
 _PERMANENT_WORDS = re.compile(
     r"permanent(ly)?|given up|giving up|not going to try again|no such (user|mailbox|address)|user unknown"
     r"|unknown user|does not exist|doesn'?t exist|not exist|invalid (recipient|address|mailbox)|address rejected",
@@ -173,7 +179,8 @@ _PHRASE_ENDS = ("instead", "address", "to", "at", "use", "contact", "below", "ad
 _CHALLENGE_SUBJECT = re.compile(
     r"please confirm your (e-?mail|message)|verify your (e-?mail|message|address)"
     r"|confirm(ation of)? your (e-?mail|message)|white-?list(ing)? request|request (to be )?(white-?list|approv)"
-    r"|approval required|awaiting (your )?(verification|confirmation|approval)|sender verification"
+    r"|approval required|sender verification"
+    r"|(awaiting|pending|held for|requires?|needs?) (your |sender )?(verification|confirmation|approval)"
     r"|not a (robot|spammer)|challenge|guest list|spam ?arrest|boxbe|mailwasher",
     re.IGNORECASE,
 )
@@ -654,21 +661,29 @@ def _from_mail_system(message: EmailMessage) -> bool:
     return bool(_DAEMON.search(header(message, "From")[:HEADER_LIMIT])) or bool(message.get("X-Failed-Recipients"))
 
 
-def _is_auto_reply(message: EmailMessage, notice: str) -> bool:
+def _is_auto_reply(message: EmailMessage, text: _Text) -> bool:
     """RFC 3834 and its older conventions: a vacation notice, an auto-responder, a challenge-response request.
 
-    Mail systems write `Auto-Submitted: auto-replied` on bounces too, so from them it proves nothing;
-    the auto-responders' own headers and subjects do, whoever sends them.
+    Mail systems write `Auto-Submitted: auto-replied` on bounces too, so from them it only counts with
+    a vacation notice's wording and without what every bounce carries (the failed recipients' list or
+    the returned message); the auto-responders' own headers and subjects count whoever sends them.
     """
-    auto_submitted = header(message, "Auto-Submitted").lower()
+    auto_replied = header(message, "Auto-Submitted").lower().startswith("auto-replied")
     precedence = header(message, "Precedence").lower()
     return (
-        (auto_submitted.startswith("auto-replied") and not _from_mail_system(message))
+        (auto_replied and (not _from_mail_system(message) or _is_vacation_notice(message, text)))
         or any(message.get(name) for name in ("X-Autoreply", "X-Autorespond", "X-Autoresponder", "X-Vacation"))
         or precedence == "auto_reply"
         or bool(_AUTO_REPLY_SUBJECT.search(header(message, "Subject")[:HEADER_LIMIT]))
-        or _is_challenge(message, notice)
+        or _is_challenge(message, text.notice)
     )
+
+
+def _is_vacation_notice(message: EmailMessage, text: _Text) -> bool:
+    returned = _first_part(message, "message/rfc822", "message/global", "text/rfc822-headers", "message/global-headers")
+    if returned is not None or text.quoted.strip() or message.get("X-Failed-Recipients"):
+        return False
+    return bool(_VACATION_WORDS.search(text.notice[:CHALLENGE_LIMIT]))
 
 
 def _is_challenge(message: EmailMessage, notice: str) -> bool:
@@ -718,7 +733,7 @@ def classify_message(message: EmailMessage) -> Report:
     text = _split_text(message)
     if report_type in {"delivery-status", "global-delivery-status"}:
         return _plain_text_bounce(message, text)
-    if _is_auto_reply(message, text.notice):
+    if _is_auto_reply(message, text):
         return NOT_A_REPORT
     if _from_mail_system(message) or _BOUNCE_SUBJECT.search(header(message, "Subject")[:HEADER_LIMIT]):
         return _plain_text_bounce(message, text)

@@ -234,3 +234,13 @@ def test_a_plain_text_bounce_echoing_a_confirmation_subject_is_still_a_bounce():
     assert [(r.address, r.outcome, r.status) for r in report.recipients] == [
         ("new.user@contoso.example", "bounce", "5.1.1")
     ]
+
+
+def test_a_vacation_notice_from_a_role_address_with_only_auto_submitted_is_not_a_bounce():
+    raw = (
+        b"From: mail@bakery.example\r\nTo: bounces@b.example\r\nSubject: Re: Your receipt\r\n"
+        b"Auto-Submitted: auto-replied\r\n\r\n"
+        b"We are closed for the holidays and back on 4 January. Mail sent before then is\r\n"
+        b"permanently unread (550 orders are ahead of yours).\r\n"
+    )
+    assert classify(raw).kind == "none"
