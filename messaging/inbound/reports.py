@@ -391,7 +391,10 @@ def _complaint(message: EmailMessage) -> Report:
         return NOT_A_REPORT
     if all(not recipient.address for recipient in recipients):
         embedded = _embedded_message(message)
-        to = addresses(embedded, "To") if embedded is not None else []
+        # A list address reaches many readers: it does not say who complained.
+        to = (
+            [a for a in addresses(embedded, "To") if a not in _list_addresses(embedded)] if embedded is not None else []
+        )
         if len(to) == 1:
             recipients = [RecipientReport(to[0], r.outcome, feedback_type=r.feedback_type) for r in recipients[:1]]
     return Report(recipients, _original_message_id(message))

@@ -244,3 +244,16 @@ def test_a_vacation_notice_from_a_role_address_with_only_auto_submitted_is_not_a
         b"permanently unread (550 orders are ahead of yours).\r\n"
     )
     assert classify(raw).kind == "none"
+
+
+def test_a_redacted_complaint_about_mail_to_a_list_names_no_one():
+    raw = (
+        b"From: fbl@isp.example\r\nTo: fbl@b.example\r\nSubject: Abuse report\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/report; report-type=feedback-report; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\n\r\nA complaint.\r\n"
+        b"--b\r\nContent-Type: message/feedback-report\r\n\r\nFeedback-Type: abuse\r\nVersion: 1\r\n"
+        b"--b\r\nContent-Type: message/rfc822\r\n\r\nFrom: shop@acme.example.com\r\nTo: team@lists.example.org\r\n"
+        b"List-Post: <mailto:team@lists.example.org>\r\nMessage-ID: <msg_y@acme.example.com>\r\n\r\nhi\r\n"
+        b"--b--\r\n"
+    )
+    assert [(r.address, r.outcome) for r in classify(raw).recipients] == [("", "complaint")]
