@@ -546,19 +546,21 @@ def _addresses_by_line(notice: str, innocent: set[str], find: Callable[[str, str
     current = before = ""
     alternative_follows = False  # a phrase like "please use the new address:" ended the previous line
     for line in notice.split("\n"):
+        if not line.strip():
+            alternative_follows = False
+            if current:
+                found[current].append(line)
+            continue
         address = find(line, before)
-        announces = line.rstrip(" \t:.").lower().endswith(_PHRASE_ENDS)
+        announces = line.rstrip(" \t:.")[-12:].lower().endswith(_PHRASE_ENDS)
         said = _NOT_FAILED_AFTER.search(line) if address or announces else None
         if said and line.find(address) > said.start():  # "... please use <address> instead"
             address = ""
         address = address.rstrip(".-").lower()
         if alternative_follows and address:  # the alternative itself, on the line after the phrase
             address, alternative_follows = "", False
-        if not line.strip():
-            alternative_follows = False
-        else:
-            before = line
-            alternative_follows = alternative_follows or bool(said and not _ADDRESS.search(line, said.start()))
+        before = line
+        alternative_follows = alternative_follows or bool(said and not _ADDRESS.search(line, said.start()))
         if address and address not in innocent and not address.startswith("mailer-daemon@") and "." in address[1:]:
             current = address
             found.setdefault(current, []).append(line)
