@@ -137,7 +137,8 @@ _BOUNCE_SUBJECT = re.compile(
 )
 _AUTO_REPLY_SUBJECT = re.compile(
     r"^\W*(auto(matic)?[- ]?(reply|response|antwort)|out of (the )?office|vacation|away from|i am away"
-    r"|abwesenheit|absence|r[ée]ponse automatique|risposta automatica|respuesta autom)",
+    r"|abwesenheit|absence|r[ée]ponse automatique|risposta automatica|respuesta autom|resposta autom"
+    r"|automatisch(e)? (antwoord|antwort)|autosvar|automaattinen vastaus|automatyczna odpowied|自動応答|自动回复)",
     re.IGNORECASE,
 )
 _VACATION_WORDS = re.compile(
@@ -181,13 +182,13 @@ _CHALLENGE_SUBJECT = re.compile(
     r"|confirm(ation of)? your (e-?mail|message)|white-?list(ing)? request|request (to be )?(white-?list|approv)"
     r"|approval required|sender verification"
     r"|(awaiting|pending|held for|requires?|needs?) (your |sender )?(verification|confirmation|approval)"
-    r"|not a (robot|spammer)|challenge|guest list|spam ?arrest|boxbe|mailwasher",
+    r"|not a (robot|spammer)|challenge|guest list|spam ?arrest|boxbe|mailwasher|sendio|choicemail|mailblocks|tmda",
     re.IGNORECASE,
 )
 _CHALLENGE_WORDS = re.compile(
     r"challenge[- ]?response|white-?list|approved senders|(not|aren'?t) a (robot|spammer|machine)"
     r"|(prove|verify|confirm|show) (that )?(you are|you'?re|it is not) (a |not a )?(human|real|person|robot)"
-    r"|guest list|spam ?arrest|boxbe|mailwasher",
+    r"|guest list|spam ?arrest|boxbe|mailwasher|sendio|choicemail|mailblocks|tmda",
     re.IGNORECASE,
 )
 # Services known to send challenges (Boxbe, Spam Arrest, MailWasher, Sendio, Mailblocks, Bluebottle,
@@ -521,7 +522,7 @@ def _plain_text_recipients(notice: str, innocent: set[str], correlated: set[str]
     addressed to (`correlated`). `innocent` addresses (senders, list addresses) are never taken.
     """
     placed = _addresses_by_line(notice, innocent, _placed_recipient)
-    stated = partial(_failed_address, correlated=correlated)
+    stated = partial(_failed_address, innocent=innocent, correlated=correlated)
     return placed or _addresses_by_line(notice, innocent, stated)
 
 
@@ -530,15 +531,19 @@ def _placed_recipient(line: str, before: str) -> str:
     return next((value for value in match.groups() if value), "") if match else ""
 
 
-def _failed_address(line: str, before: str, *, correlated: set[str]) -> str:
-    """The address on `line` if the line states a failure or the line `before` it (the last that was
-    not blank) introduces failed recipients ("did not reach the following recipient(s):")."""
-    match = None if _NOT_A_RECIPIENT_LINE.match(line) else _ADDRESS.search(line)
-    if match is None:
+def _failed_address(line: str, before: str, *, innocent: set[str], correlated: set[str]) -> str:
+    """The first address on `line` that is not `innocent` ("your message from <sender> to <rcpt>") if
+    the line states a failure, the line `before` it (the last that was not blank) introduces failed
+    recipients ("did not reach the following recipient(s):"), or the returned message went to it."""
+    if _NOT_A_RECIPIENT_LINE.match(line):
+        return ""
+    candidates = (m.group(0) for m in _ADDRESS.finditer(line) if m.group(0).rstrip(".-").lower() not in innocent)
+    address = next(candidates, "")
+    if not address:
         return ""
     introduced = before.rstrip().endswith(":") and (_failure_shown(before) or _FAILURE_WORDS.search(before))
     stated = introduced or _failure_shown(line) or _FAILURE_WORDS.search(line)
-    return match.group(0) if stated or match.group(0).rstrip(".-").lower() in correlated else ""
+    return address if stated or address.rstrip(".-").lower() in correlated else ""
 
 
 def _addresses_by_line(notice: str, innocent: set[str], find: Callable[[str, str], str]) -> list[tuple[str, str]]:

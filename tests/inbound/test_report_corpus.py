@@ -257,3 +257,13 @@ def test_a_redacted_complaint_about_mail_to_a_list_names_no_one():
         b"--b--\r\n"
     )
     assert [(r.address, r.outcome) for r in classify(raw).recipients] == [("", "complaint")]
+
+
+def test_a_failure_line_naming_the_sender_first_names_the_recipient():
+    raw = (
+        b"From: postmaster@mx.example.org\r\nTo: bounces@b.example\r\nSubject: Undeliverable: your receipt\r\n\r\n"
+        b"Your message from shop@acme.example.com to reader@example.org was rejected: 550 5.1.1 unknown.\r\n\r\n"
+        b"----- Original message follows -----\r\n\r\n"
+        b"From: shop@acme.example.com\r\nTo: Reader <reader@example.org>, other@example.org\r\n\r\nHi\r\n"
+    )
+    assert [(r.address, r.status) for r in classify(raw).recipients] == [("reader@example.org", "5.1.1")]
