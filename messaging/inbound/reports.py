@@ -11,11 +11,15 @@ against it. The rules come from the formats, in this order:
    `Action: failed` (and the `failure`/`error`/`expired` variants real MTAs write) is final:
    with a 5.x.x status (RFC 3463 permanent) it is a hard `bounce`, with 4.x.x a `soft_bounce`
    (the relay gave up on a temporary condition, e.g. 4.2.2 mailbox full). `delayed` is a `delay`.
-3. Auto-replies are not reports: RFC 3834 `Auto-Submitted: auto-replied` from anyone but a mail
-   system, `X-Autoreply`/`X-Autorespond`, `Precedence: auto_reply`, vacation and
-   challenge-response subjects.
+3. Auto-replies are not reports, whoever sends them: RFC 3834 `Auto-Submitted: auto-replied` from
+   anyone but a mail system (MTAs write it on their bounces too), `X-Autoreply`/`X-Autorespond`,
+   `Precedence: auto_reply`, vacation subjects, and challenge-response or whitelist requests
+   (TMDA's `X-Delivery-Agent`, the services' own headers and domains, their subjects and wording).
 4. A plain-text bounce from a mailer daemon (or with a bounce subject or `X-Failed-Recipients`):
-   the recipients and codes are read from the first lines of the notice.
+   the recipients and codes are read from the first lines of the notice. Only failed recipients
+   are named: never the report's own sender or recipient, the returned message's sender or a
+   list address (unless the returned message was also addressed to it), nor an address the
+   prose offers after "please use", "instead", "forwarded to", "expanded from"...
 
 Every heuristic reads a bounded region (NOTICE_LIMIT characters, lines cut at LINE_LIMIT) with
 regexes free of nested quantifiers, so the cost is linear in the input whatever it holds. Nothing
@@ -28,6 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.message import Message as EmailMessage
 from enum import StrEnum
+from functools import partial
 
 from messaging.inbound.parsing import (
     UnparsableMessage,
@@ -44,6 +49,7 @@ from messaging.inbound.parsing import (
 NOTICE_LIMIT = 64 * 1024  # characters of a notice the plain-text heuristics read
 LINE_LIMIT = 1000  # RFC 5322's line length: longer lines are cut before any pattern sees them
 HEADER_LIMIT = 4096  # characters of one header value the heuristics read
+CHALLENGE_LIMIT = 4096  # characters of a notice searched for a challenge-response request's wording
 
 
 class ReportedOutcome(StrEnum):
@@ -102,7 +108,8 @@ _ADDRESS = re.compile(f"{_LOCAL_PART}@{_DOMAIN}")
 _RECIPIENT_LINE = re.compile(
     rf"^[ \t>]*(?:(?:in|out)[ \t]*:[ \t]*)?(?:[45]\d\d[ \t-]{{1,9}})?(?:"
     rf"<?(?P<alone>{_LOCAL_PART}@{_DOMAIN})>?[ \t]*[:.,;]?[ \t]*$"
-    rf"|<(?P<colon>{_LOCAL_PART}@{_DOMAIN})>[ \t]*:"
+    # Postfix: "<member@example.net> (expanded from <list@example.org>): host ... said: 550 ..."
+    rf"|<(?P<colon>{_LOCAL_PART}@{_DOMAIN})>[ \t]*(?:\(expanded from [^()]{{0,300}}\)[ \t]*)?:"
     rf"|<?(?P<reason>{_LOCAL_PART}@{_DOMAIN})>?(?:\.\.\.|:)[ \t]"
     rf"|(?:rcpt to|(?:failed |original |final )?recipient(?: address)?|address|to)[ \t]*:[ \t]*(?:rfc822;[ \t]*)?"
     rf"<?(?P<field>{_LOCAL_PART}@{_DOMAIN}))",
@@ -130,9 +137,14 @@ _BOUNCE_SUBJECT = re.compile(
 )
 _AUTO_REPLY_SUBJECT = re.compile(
     r"^\W*(auto(matic)?[- ]?(reply|response|antwort)|out of (the )?office|vacation|away from|i am away"
-    r"|abwesenheit|absence|r[ée]ponse automatique|risposta automatica|respuesta autom)"
-    # Challenge-response systems ask the sender to prove they are human before delivering.
-    r"|please confirm your (e-?mail|message)|verify your (e-?mail|message)|approval required|challenge",
+    r"|abwesenheit|absence|r[ée]ponse automatique|risposta automatica|respuesta autom|resposta autom"
+    r"|automatisch(e)? (antwoord|antwort)|autosvar|automaattinen vastaus|automatyczna odpowied|自動応答|自动回复)",
+    re.IGNORECASE,
+)
+_VACATION_WORDS = re.compile(
+    r"out of (the )?office|on (annual |parental |maternity |sick )?(vacation|holiday|leave)|away (from|until)"
+    r"|closed (for|until)|(back|return(ing)?) (in the office )?on|limited access to (my )?e-?mail|abwesend"
+    r"|en cong[ée]s?|vacances|fuera de la oficina|in ferie",
     re.IGNORECASE,
 )
 _PERMANENT_WORDS = re.compile(
@@ -152,6 +164,50 @@ _NOT_A_RECIPIENT_LINE = re.compile(
     r"|received|mail from|x-[\w-]+)[ \t]*:",
     re.IGNORECASE,
 )
+# Where prose goes on to name an address that did not fail: an alternative the recipient offers, where
+# mail goes (or no longer goes) instead, the alias or list a failed address was expanded from.
+_NOT_FAILED_AFTER = re.compile(
+    r"instead|alternat(e|ive)|new (e-?mail |mail )?address|(address|e-?mail) (has )?changed|moved to"
+    r"|now (at|using)|forward(ed|ing)?( (it|mail|messages?|e-?mails?))? to|redirect(ed|ing)? to|expanded from"
+    r"|reach (me|us|him|her|them)|please (use|write|send|mail|e-?mail|contact|try|resend)|contact|write to"
+    r"|send (it|your (message|mail|e-?mail)) to",
+    re.IGNORECASE,
+)
+# How a line ends when it announces an alternative on the next one (a cheap test before _NOT_FAILED_AFTER).
+_PHRASE_ENDS = ("instead", "address", "to", "at", "use", "contact", "below", "addresses", "using")
+# Challenge-response and whitelist systems hold mail until the sender proves to be a person: their
+# requests are auto-replies, whatever failure they claim. Subjects, then the wording of the request.
+_CHALLENGE_SUBJECT = re.compile(
+    r"please confirm your (e-?mail|message)|verify your (e-?mail|message|address)"
+    r"|confirm(ation of)? your (e-?mail|message)|white-?list(ing)? request|request (to be )?(white-?list|approv)"
+    r"|approval required|sender verification"
+    r"|(awaiting|pending|held for|requires?|needs?) (your |sender )?(verification|confirmation|approval)"
+    r"|not a (robot|spammer)|challenge|guest list|spam ?arrest|boxbe|mailwasher|sendio|choicemail|mailblocks|tmda",
+    re.IGNORECASE,
+)
+_CHALLENGE_WORDS = re.compile(
+    r"challenge[- ]?response|white-?list|approved senders|(not|aren'?t) a (robot|spammer|machine)"
+    r"|(prove|verify|confirm|show) (that )?(you are|you'?re|it is not) (a |not a )?(human|real|person|robot)"
+    r"|guest list|spam ?arrest|boxbe|mailwasher|sendio|choicemail|mailblocks|tmda",
+    re.IGNORECASE,
+)
+# Services known to send challenges (Boxbe, Spam Arrest, MailWasher, Sendio, Mailblocks, Bluebottle,
+# ChoiceMail) and the local parts challengers use (EarthLink's spamblocker-challenge@).
+_CHALLENGE_SENDER = re.compile(
+    r"challenge[^@\s]{0,64}@|[@.](boxbe\.com|spamarrest\.com|mailwasher\.net|firetrust\.com|sendio\.com"
+    r"|mailblocks\.com|bluebottle\.com|digiportal\.com)\b",
+    re.IGNORECASE,
+)
+_CHALLENGE_HEADER_PREFIXES = ("x-tmda", "x-boxbe", "x-spamarrest", "x-mailwasher", "x-challenge", "x-askversion")
+_LIST_HEADERS = ("List-Post", "List-Owner", "List-Help", "List-Subscribe", "List-Unsubscribe", "List-Id", "X-BeenThere")
+# A line that states a failure in words (codes are _ENHANCED_STATUS and _SMTP_REPLY).
+_FAILURE_WORDS = re.compile(
+    r"fail|undeliver|(not|n'?t) (be |been )?deliver|did not reach|following (recipient|address)|aborted"
+    r"|could(n'?t| not) (be )?deliver|unable to deliver|reject|refused|unknown|no such|invalid|does(n'?t| not) exist"
+    r"|bounced|unavailable|not found|disabled|inactive|over ?quota|mailbox (is )?full",
+    re.IGNORECASE,
+)
+_HEADER_LINE = re.compile(r"^[A-Za-z0-9-]{1,76}:")
 _DELAY_WORDS = re.compile(
     r"not yet been delivered|delivery (is |has been )?delayed|will (continue|keep|retry|try)|still trying"
     r"|retry(ing)? (until|for)|warning: message|delivery attempts will continue|delayed",
@@ -336,7 +392,10 @@ def _complaint(message: EmailMessage) -> Report:
         return NOT_A_REPORT
     if all(not recipient.address for recipient in recipients):
         embedded = _embedded_message(message)
-        to = addresses(embedded, "To") if embedded is not None else []
+        # A list address reaches many readers: it does not say who complained.
+        to = (
+            [a for a in addresses(embedded, "To") if a not in _list_addresses(embedded)] if embedded is not None else []
+        )
         if len(to) == 1:
             recipients = [RecipientReport(to[0], r.outcome, feedback_type=r.feedback_type) for r in recipients[:1]]
     return Report(recipients, _original_message_id(message))
@@ -439,42 +498,75 @@ def _readable_text(message: EmailMessage) -> str:
     return text or ""
 
 
-def _notice(message: EmailMessage) -> str:
-    """The human-readable notice of a plain-text bounce: its text up to where the original is quoted."""
-    kept: list[str] = []
-    for line in _lines(_readable_text(message)):
-        if kept and _ORIGINAL_COPY.match(line):
-            break
-        kept.append(line)
-    return "\n".join(kept)
+@dataclass(frozen=True)
+class _Text:
+    """A message's readable text, split where a plain-text bounce starts quoting the original."""
+
+    notice: str  # the human-readable notice
+    quoted: str  # what follows the marker: the returned message, or its header
 
 
-def _plain_text_recipients(notice: str, ours: set[str]) -> list[tuple[str, str]]:
+def _split_text(message: EmailMessage) -> _Text:
+    lines = list(_lines(_readable_text(message)))
+    cut = next((n for n, line in enumerate(lines) if n and _ORIGINAL_COPY.match(line)), len(lines))
+    # The marker line is part of the quote when it is its first header ("Received: from ...").
+    start = cut if cut < len(lines) and _HEADER_LINE.match(lines[cut]) else cut + 1
+    return _Text("\n".join(lines[:cut]), "\n".join(lines[start:]).lstrip("\n"))
+
+
+def _plain_text_recipients(notice: str, innocent: set[str], correlated: set[str]) -> list[tuple[str, str]]:
     """(address, the lines that follow it up to the next address) for each failed recipient named in the notice.
 
     Addresses where notices put failed recipients (_RECIPIENT_LINE) are taken when there are any;
-    only without them, any address in the notice outside quoted header fields. `ours` (the
-    report's own sender and recipient) are never taken.
+    only without them, an address on a line stating a failure or one the returned message was
+    addressed to (`correlated`). `innocent` addresses (senders, list addresses) are never taken.
     """
-    return _addresses_by_line(notice, ours, _placed_recipient) or _addresses_by_line(notice, ours, _any_address)
+    placed = _addresses_by_line(notice, innocent, _placed_recipient)
+    stated = partial(_failed_address, innocent=innocent, correlated=correlated)
+    return placed or _addresses_by_line(notice, innocent, stated)
 
 
-def _placed_recipient(line: str) -> str:
+def _placed_recipient(line: str, before: str) -> str:
     match = _RECIPIENT_LINE.match(line)
     return next((value for value in match.groups() if value), "") if match else ""
 
 
-def _any_address(line: str) -> str:
-    match = None if _NOT_A_RECIPIENT_LINE.match(line) else _ADDRESS.search(line)
-    return match.group(0) if match else ""
+def _failed_address(line: str, before: str, *, innocent: set[str], correlated: set[str]) -> str:
+    """The first address on `line` that is not `innocent` ("your message from <sender> to <rcpt>") if
+    the line states a failure, the line `before` it (the last that was not blank) introduces failed
+    recipients ("did not reach the following recipient(s):"), or the returned message went to it."""
+    if _NOT_A_RECIPIENT_LINE.match(line):
+        return ""
+    candidates = (m.group(0) for m in _ADDRESS.finditer(line) if m.group(0).rstrip(".-").lower() not in innocent)
+    address = next(candidates, "")
+    if not address:
+        return ""
+    introduced = before.rstrip().endswith(":") and (_failure_shown(before) or _FAILURE_WORDS.search(before))
+    stated = introduced or _failure_shown(line) or _FAILURE_WORDS.search(line)
+    return address if stated or address.rstrip(".-").lower() in correlated else ""
 
 
-def _addresses_by_line(notice: str, ours: set[str], find: Callable[[str], str]) -> list[tuple[str, str]]:
+def _addresses_by_line(notice: str, innocent: set[str], find: Callable[[str, str], str]) -> list[tuple[str, str]]:
     found: dict[str, list[str]] = {}
-    current = ""
+    current = before = ""
+    alternative_follows = False  # a phrase like "please use the new address:" ended the previous line
     for line in notice.split("\n"):
-        address = find(line).rstrip(".-").lower()
-        if address and address not in ours and not address.startswith("mailer-daemon@") and "." in address[1:]:
+        if not line.strip():
+            alternative_follows = False
+            if current:
+                found[current].append(line)
+            continue
+        address = find(line, before)
+        announces = line.rstrip(" \t:.")[-12:].lower().endswith(_PHRASE_ENDS)
+        said = _NOT_FAILED_AFTER.search(line) if address or announces else None
+        if said and line.find(address) > said.start():  # "... please use <address> instead"
+            address = ""
+        address = address.rstrip(".-").lower()
+        if alternative_follows and address:  # the alternative itself, on the line after the phrase
+            address, alternative_follows = "", False
+        before = line
+        alternative_follows = alternative_follows or bool(said and not _ADDRESS.search(line, said.start()))
+        if address and address not in innocent and not address.startswith("mailer-daemon@") and "." in address[1:]:
             current = address
             found.setdefault(current, []).append(line)
         elif current:
@@ -506,7 +598,7 @@ def _first_match_line(pattern: re.Pattern[str], text: str) -> str:
     return ""
 
 
-def _plain_text_bounce(message: EmailMessage) -> Report:
+def _plain_text_bounce(message: EmailMessage, text: _Text) -> Report:
     """Plain-text bounces (qmail, Exim, Sendmail, Exchange...): recipients and codes read from the notice.
 
     A notice that shows a failure but names no recipient (or only the daemon itself) is about the
@@ -517,22 +609,27 @@ def _plain_text_bounce(message: EmailMessage) -> Report:
     fields = _dsn_fields_recipients(_fields(_readable_text(message)))
     if fields:
         return Report(fields, _original_message_id(message))
-    notice = _notice(message)
-    # The report's own addresses are not failed recipients, unless nothing else is named (the
-    # original sender can have mailed itself).
-    ours = set(addresses(message, "From", "To", "Reply-To", "Return-Path"))
-    failed = _plain_text_recipients(notice, ours) or _plain_text_recipients(notice, set(addresses(message, "From")))
+    notice = text.notice
+    returned = _returned_headers(message, text.quoted)
     # Exim's and Google's X-Failed-Recipients lists exactly the failed recipients: the notice only
     # adds each one's evidence.
     listed = addresses(message, "X-Failed-Recipients")
+    lists = _list_addresses(message) | (_list_addresses(returned) if returned is not None else set())
+    recipients_of_returned = set(addresses(returned, "To", "Cc", "Bcc")) - lists if returned is not None else set()
+    # Who sent the report or the returned message did not fail, unless they also were its recipient
+    # (someone who mailed themselves).
+    senders = set(addresses(message, "From", "To", "Cc", "Reply-To", "Return-Path", "Sender"))
+    if returned is not None:
+        senders |= set(addresses(returned, "From", "Sender", "Reply-To", "Return-Path"))
+    innocent = (senders - recipients_of_returned - set(listed)) | lists
+    failed = _plain_text_recipients(notice, innocent, recipients_of_returned)
     if listed:
         evidence = dict(failed)
         named = [(address, evidence.get(address, notice)) for address in dict.fromkeys(listed)]
     else:
         named = failed
     if not named and _failure_shown(notice):
-        embedded = _embedded_message(message)
-        to = addresses(embedded, "To", "Cc") if embedded is not None else []
+        to = sorted(recipients_of_returned - innocent)
         named = [(to[0] if len(to) == 1 else "", notice)]
     recipients = []
     for address, said in named:
@@ -540,6 +637,30 @@ def _plain_text_bounce(message: EmailMessage) -> Report:
         diagnostic_line = _first_match_line(_ENHANCED_STATUS, said) or _first_match_line(_SMTP_REPLY, said)
         recipients.append(RecipientReport(address, outcome, status, diagnostic_line.strip()[:HEADER_LIMIT]))
     return Report(recipients, _original_message_id(message)) if recipients else NOT_A_REPORT
+
+
+def _returned_headers(message: EmailMessage, quoted: str) -> EmailMessage | None:
+    """The header of the message the report returns: attached, as a headers part, or quoted after the notice."""
+    embedded = _embedded_message(message)
+    if embedded is not None:
+        return embedded
+    part = _first_part(message, "text/rfc822-headers", "message/global-headers")
+    text = (part_text(part) or "") if part is not None else quoted
+    if not text.strip():
+        return None
+    try:
+        return parse_bytes(text[:NOTICE_LIMIT].encode("utf-8", "replace"))
+    except UnparsableMessage:
+        return None
+
+
+def _list_addresses(message: EmailMessage) -> set[str]:
+    """Addresses of a mailing list (RFC 2369, RFC 2919): mail to them reaches members, not one failed mailbox."""
+    found = set()
+    for name in _LIST_HEADERS:
+        for value in message.get_all(name, []):
+            found |= {address.lower() for address in _ADDRESS.findall(decode_header_value(value)[:HEADER_LIMIT])}
+    return found
 
 
 def _failure_shown(notice: str) -> bool:
@@ -550,16 +671,49 @@ def _from_mail_system(message: EmailMessage) -> bool:
     return bool(_DAEMON.search(header(message, "From")[:HEADER_LIMIT])) or bool(message.get("X-Failed-Recipients"))
 
 
-def _is_auto_reply(message: EmailMessage) -> bool:
-    """RFC 3834 and its older conventions: a vacation notice, an auto-responder, a challenge-response request."""
-    auto_submitted = header(message, "Auto-Submitted").lower()
+def _is_auto_reply(message: EmailMessage, text: _Text) -> bool:
+    """RFC 3834 and its older conventions: a vacation notice, an auto-responder, a challenge-response request.
+
+    Mail systems write `Auto-Submitted: auto-replied` on bounces too, so from them it only counts with
+    a vacation notice's wording and without what every bounce carries (the failed recipients' list or
+    the returned message); the auto-responders' own headers and subjects count whoever sends them.
+    """
+    auto_replied = header(message, "Auto-Submitted").lower().startswith("auto-replied")
     precedence = header(message, "Precedence").lower()
     return (
-        auto_submitted.startswith("auto-replied")
+        (auto_replied and (not _from_mail_system(message) or _is_vacation_notice(message, text)))
         or any(message.get(name) for name in ("X-Autoreply", "X-Autorespond", "X-Autoresponder", "X-Vacation"))
         or precedence == "auto_reply"
         or bool(_AUTO_REPLY_SUBJECT.search(header(message, "Subject")[:HEADER_LIMIT]))
+        or _is_challenge(message, text.notice)
     )
+
+
+def _is_vacation_notice(message: EmailMessage, text: _Text) -> bool:
+    returned = _first_part(message, "message/rfc822", "message/global", "text/rfc822-headers", "message/global-headers")
+    if returned is not None or text.quoted.strip() or message.get("X-Failed-Recipients"):
+        return False
+    return bool(_VACATION_WORDS.search(text.notice[:CHALLENGE_LIMIT]))
+
+
+def _is_challenge(message: EmailMessage, notice: str) -> bool:
+    """A challenge-response or whitelist request: its system's headers, sender, subject, or (without an
+    SMTP or enhanced status code when it comes from a mail system) its wording."""
+    if any(name.lower().startswith(_CHALLENGE_HEADER_PREFIXES) for name in message):
+        return True
+    if header(message, "X-Delivery-Agent").upper().startswith("TMDA"):
+        return True
+    if _CHALLENGE_SENDER.search(header(message, "From")[:HEADER_LIMIT]):
+        return True
+    subject = header(message, "Subject")[:HEADER_LIMIT]
+    # A bounce echoes the original's subject ("Undeliverable: Please confirm your email address").
+    echoed = _from_mail_system(message) and _BOUNCE_SUBJECT.search(subject)
+    if _CHALLENGE_SUBJECT.search(subject) and not echoed:
+        return True
+    notice = notice[:CHALLENGE_LIMIT]
+    if not _CHALLENGE_WORDS.search(notice):
+        return False
+    return not _from_mail_system(message) or not (_ENHANCED_STATUS.search(notice) or _SMTP_REPLY.search(notice))
 
 
 def classify(raw: bytes) -> Report:
@@ -586,10 +740,11 @@ def classify_message(message: EmailMessage) -> Report:
         if recipients is not None:
             return Report(recipients, _original_message_id(message)) if recipients else NOT_A_REPORT
 
-    if report_type in {"delivery-status", "global-delivery-status"} or _from_mail_system(message):
-        return _plain_text_bounce(message)
-    if _is_auto_reply(message):
+    text = _split_text(message)
+    if report_type in {"delivery-status", "global-delivery-status"}:
+        return _plain_text_bounce(message, text)
+    if _is_auto_reply(message, text):
         return NOT_A_REPORT
-    if _BOUNCE_SUBJECT.search(header(message, "Subject")[:HEADER_LIMIT]):
-        return _plain_text_bounce(message)
+    if _from_mail_system(message) or _BOUNCE_SUBJECT.search(header(message, "Subject")[:HEADER_LIMIT]):
+        return _plain_text_bounce(message, text)
     return NOT_A_REPORT

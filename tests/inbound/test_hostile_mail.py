@@ -73,6 +73,12 @@ def test_the_pure_classifier_and_received_mail_parser_are_linear_too():
     assert best_of_three(classify, megabyte) + best_of_three(parse_received, megabyte) < 2
 
 
+def test_the_classifier_is_linear_on_a_notice_full_of_addresses_and_alternatives():
+    line = b"<a@b.example> (expanded from <c@d.example>): please use e@f.example instead, contact:\r\n"
+    megabyte = BOUNCE_HEADER + line * (MIB // len(line))
+    assert best_of_three(classify, megabyte) < 1
+
+
 @pytest.mark.django_db
 def test_mail_over_the_parsing_budget_is_stored_raw_and_marked_unparsed(domain, settings):
     settings.MAILSERVICE_INBOUND_PARSE_SECONDS = 0

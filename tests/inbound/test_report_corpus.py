@@ -46,6 +46,12 @@ EXPECTED = {
     "broken_wrong_charset.eml": ("bounce", [("nobody@example.org", "5.1.1")], ORIGINAL),
     "broken_8bit_headers.eml": ("bounce", [("élodie@courrier.example.fr", "5.1.1")], ""),
     "broken_garbage.eml": ("none", [], ""),
+    # Hand-written attacks on precision: only the address that failed, and no auto-reply as a bounce.
+    "moved_alternative_address.eml": ("bounce", [("oldname@corp.example", "5.1.6")], ORIGINAL),
+    "list_member_failed.eml": ("bounce", [("dana@example.net", "5.1.1")], ORIGINAL),
+    "challenge_response.eml": ("none", [], ""),
+    "whitelist_request.eml": ("none", [], ""),
+    "vacation_with_code.eml": ("none", [], ""),
 }
 
 
@@ -174,3 +180,91 @@ def test_a_microsoft_jmrp_complaint_names_the_original_recipient():
     report = classify(raw)
     assert (report.kind, [r.address for r in report.recipients]) == ("complaint", ["reader@outlook.example"])
     assert report.original_message_id == "<msg_x@acme.example.com>"
+
+
+def test_a_spam_rejection_that_mentions_whitelisting_is_still_a_bounce():
+    raw = (
+        b"From: Mail Delivery System <MAILER-DAEMON@mx.example.org>\r\nTo: bounces@b.example\r\n"
+        b"Subject: Undelivered Mail Returned to Sender\r\n\r\n"
+        b"<user@example.org>: host mx.example.org said: 550 5.7.1 Message rejected as spam; ask the\r\n"
+        b"    recipient to whitelist your domain (in reply to end of DATA command)\r\n"
+    )
+    report = classify(raw)
+    assert [(r.address, r.outcome, r.status) for r in report.recipients] == [("user@example.org", "bounce", "5.7.1")]
+
+
+@pytest.mark.parametrize(
+    ("prose", "failed"),
+    [
+        ("Delivery to x@example.org failed: 550 5.1.1 gone.\r\nPlease use y@example.org instead.", "x@example.org"),
+        ("Delivery to x@example.org failed: 550 5.1.1.\r\nHer mail is forwarded to y@example.org.", "x@example.org"),
+        ("x@example.org: 550 5.1.6 moved. New address:\r\n  y@example.org", "x@example.org"),
+        ("Delivery to x@example.org failed: 550 5.1.1 unknown.\r\nFor help contact help@example.org", "x@example.org"),
+    ],
+    ids=["use-instead", "forwarded-to", "new-address-next-line", "contact"],
+)
+def test_an_address_the_prose_offers_instead_is_not_a_failed_recipient(prose, failed):
+    raw = (
+        "From: postmaster@mx.example.org\r\nTo: bounces@b.example\r\nSubject: Undeliverable: your receipt\r\n\r\n"
+        f"Your message could not be delivered.\r\n\r\n{prose}\r\n"
+    ).encode()
+    assert [r.address for r in classify(raw).recipients] == [failed]
+
+
+def test_the_senders_of_a_returned_message_quoted_inline_are_not_failed_recipients():
+    raw = (
+        b"From: postmaster@mx.example.org\r\nTo: bounces@b.example\r\nSubject: Undeliverable: your receipt\r\n\r\n"
+        b"Delivery failed: 550 5.1.1 unknown recipient\r\nreplies go to help@acme.example.com, the sender\r\n"
+        b"was shop@acme.example.com\r\n\r\n"
+        b"----- Original message follows -----\r\n\r\n"
+        b"From: shop@acme.example.com\r\nReply-To: help@acme.example.com\r\nTo: reader@example.org\r\n\r\nHi\r\n"
+    )
+    assert [r.address for r in classify(raw).recipients] == ["reader@example.org"]
+
+
+def test_a_plain_text_bounce_echoing_a_confirmation_subject_is_still_a_bounce():
+    raw = (
+        b"From: System Administrator <postmaster@contoso.example>\r\nTo: bounces@b.example\r\n"
+        b"Subject: Undeliverable: Please confirm your email address\r\n\r\n"
+        b"Your message did not reach some or all of the intended recipients.\r\n\r\n"
+        b"The following recipient(s) could not be reached:\r\n\r\n"
+        b"      new.user@contoso.example on 20/11/2026 10:00\r\n"
+        b"            550 5.1.1 The e-mail account does not exist at the organization.\r\n"
+    )
+    report = classify(raw)
+    assert [(r.address, r.outcome, r.status) for r in report.recipients] == [
+        ("new.user@contoso.example", "bounce", "5.1.1")
+    ]
+
+
+def test_a_vacation_notice_from_a_role_address_with_only_auto_submitted_is_not_a_bounce():
+    raw = (
+        b"From: mail@bakery.example\r\nTo: bounces@b.example\r\nSubject: Re: Your receipt\r\n"
+        b"Auto-Submitted: auto-replied\r\n\r\n"
+        b"We are closed for the holidays and back on 4 January. Mail sent before then is\r\n"
+        b"permanently unread (550 orders are ahead of yours).\r\n"
+    )
+    assert classify(raw).kind == "none"
+
+
+def test_a_redacted_complaint_about_mail_to_a_list_names_no_one():
+    raw = (
+        b"From: fbl@isp.example\r\nTo: fbl@b.example\r\nSubject: Abuse report\r\nMIME-Version: 1.0\r\n"
+        b'Content-Type: multipart/report; report-type=feedback-report; boundary="b"\r\n\r\n'
+        b"--b\r\nContent-Type: text/plain\r\n\r\nA complaint.\r\n"
+        b"--b\r\nContent-Type: message/feedback-report\r\n\r\nFeedback-Type: abuse\r\nVersion: 1\r\n"
+        b"--b\r\nContent-Type: message/rfc822\r\n\r\nFrom: shop@acme.example.com\r\nTo: team@lists.example.org\r\n"
+        b"List-Post: <mailto:team@lists.example.org>\r\nMessage-ID: <msg_y@acme.example.com>\r\n\r\nhi\r\n"
+        b"--b--\r\n"
+    )
+    assert [(r.address, r.outcome) for r in classify(raw).recipients] == [("", "complaint")]
+
+
+def test_a_failure_line_naming_the_sender_first_names_the_recipient():
+    raw = (
+        b"From: postmaster@mx.example.org\r\nTo: bounces@b.example\r\nSubject: Undeliverable: your receipt\r\n\r\n"
+        b"Your message from shop@acme.example.com to reader@example.org was rejected: 550 5.1.1 unknown.\r\n\r\n"
+        b"----- Original message follows -----\r\n\r\n"
+        b"From: shop@acme.example.com\r\nTo: Reader <reader@example.org>, other@example.org\r\n\r\nHi\r\n"
+    )
+    assert [(r.address, r.status) for r in classify(raw).recipients] == [("reader@example.org", "5.1.1")]
