@@ -54,12 +54,14 @@ $(JS_TOOLS): clients/js/package.json clients/js/package-lock.json
 	touch $@
 
 # ruff; mypy on the product (pyproject.toml: Django and DRF stubs, every function typed in the
-# services, selectors, dispatch and inbound), mypy --strict on the Python client, and tsc --strict
-# over the JS client's sources against its .d.ts files (clients/js/tsconfig.json), and the docs check.
+# services, selectors, dispatch and inbound); the layer rule (lint-imports: pyproject.toml's import
+# contracts, docs/architecture.md); mypy --strict on the Python client; tsc --strict over the JS
+# client's sources against its .d.ts files (clients/js/tsconfig.json); and the docs check.
 lint: install $(JS_TOOLS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	cd clients/python && $(abspath $(BIN))/mypy --strict
 	cd clients/js && npx --no-install tsc -p . --noEmit --checkJs --strict
 	# A database of its own, so the migration history check never looks for one that is not there yet.

@@ -3,16 +3,16 @@ from django.urls import include, path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularSwaggerView
 
-from mailservice import views
 from mailservice.api import exceptions as errors
+from mailservice.api import pages
 
 urlpatterns = [
-    path("", views.landing, name="landing"),
-    path("readme", views.readme, name="readme"),
+    path("", pages.landing, name="landing"),
+    path("readme", pages.readme, name="readme"),
     # Probes: outside /v1/, so neither the API's rate limit nor its key check applies.
-    path("healthz", views.healthz, name="healthz"),
-    path("readyz", views.readyz, name="readyz"),
-    path("metrics", views.metrics_view, name="metrics"),
+    path("healthz", pages.healthz, name="healthz"),
+    path("readyz", pages.readyz, name="readyz"),
+    path("metrics", pages.metrics_view, name="metrics"),
     path("v1/", include("mailservice.api.urls")),
     path("docs/", SpectacularSwaggerView.as_view(url_name="openapi"), name="docs"),
     path("admin/", admin.site.urls),

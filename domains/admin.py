@@ -1,9 +1,12 @@
-"""Domains in the console: state and usage at a glance, DNS records to publish, the sending switches."""
+"""Domains in the console: state and usage at a glance, DNS records to publish, the sending switches.
+
+What the page shows of the mail itself (bounce and complaint rates, the relay's rate, held destinations,
+the refusal to delete a domain with messages) is added by messaging/admin.py, which registers its
+subclass of DomainAdmin: domains sits below messaging and never imports it."""
 
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
@@ -31,10 +34,6 @@ from domains.services import (
 )
 from mailservice.console import ConsoleModelAdmin, adopt, console_time, refuse
 from mailservice.errors import ApiError
-from messaging.destinations import held_destinations
-from messaging.models import Message
-from messaging.relay_limits import relay_rate_status
-from messaging.selectors import delivery_rates
 
 # Custom permissions (created by mailservice/migrations/0001_support_group.py).
 PAUSE_PERMISSION = "domains.pause_sending"
@@ -58,15 +57,8 @@ class PauseForm(forms.Form):
 
 
 class DomainChangeList(ChangeList):
-    """Adds each listed domain's bounce and complaint rates, one aggregate query for the page."""
-
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
-        rates = delivery_rates(
-            domain_ids=[domain.pk for domain in self.result_list], days=settings.MAILSERVICE_RATE_WINDOW_DAYS
-        )
-        for domain in self.result_list:
-            domain.delivery_rates = rates[domain.pk]
         # Every row says when the global switch holds its mail, whatever its own switch says.
         # changelist_view has read the switch for its banner already: one query for both.
         globally_paused = getattr(request, "global_paused", None)
@@ -76,32 +68,9 @@ class DomainChangeList(ChangeList):
             domain.globally_paused = globally_paused
 
 
-def _percent(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"
-
-
-def _rate(value: float | None) -> str:
-    return "unlimited" if value is None else f"{value:.1f} messages/s"
-
-
-def _relay_text(status: dict, held: dict[str, dict]) -> str:
-    """The relay's rate in force and why, and the recipient domains held, in one line for the list's banner."""
-    text = f"Relay rate: {_rate(status['effective'])}"
-    if status["effective"] != status["configured"]:
-        text += f" (configured {_rate(status['configured'])}; lowered because {status['reason']})"
-    elif status["reason"]:
-        text += f" ({status['reason']}, {status['changed_at']:%H:%M:%S} UTC)"
-    if status["connections"]:
-        text += f". Connections: at most {status['connections']}"
-    if held:
-        waiting = ", ".join(f"{name} until {hold['until']:%H:%M:%S} UTC" for name, hold in held.items())
-        text += f". Held destinations: {waiting}"
-    return text + "."
-
-
 @admin.register(Domain)
 class DomainAdmin(ConsoleModelAdmin):
-    list_display = ["name", "verification", "sending", "usage", "bounce_rate", "complaint_rate"]
+    list_display = ["name", "verification", "sending", "usage"]
     list_display_links = ["name"]
     list_filter = ["verified", "sending_paused", "auto_paused"]
     search_fields = ["name"]
@@ -130,7 +99,6 @@ class DomainAdmin(ConsoleModelAdmin):
         context = {
             "global_paused": pause is not None,
             "global_pause_text": pause.describe() if pause else "",
-            "relay_text": _relay_text(relay_rate_status(), held_destinations()),
             **(extra_context or {}),
         }
         return super().changelist_view(request, context)
@@ -176,14 +144,6 @@ class DomainAdmin(ConsoleModelAdmin):
         allowance = "unlimited" if domain.daily_allowance is None else str(domain.daily_allowance)
         return f"{domain.sends_today} / {allowance}"  # type: ignore[attr-defined]  # annotated by get_queryset
 
-    @admin.display(description=f"Bounces ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
-    def bounce_rate(self, domain: Domain) -> str:
-        return _percent(domain.delivery_rates.bounce_rate)  # type: ignore[attr-defined]  # set by DomainChangeList
-
-    @admin.display(description=f"Complaints ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
-    def complaint_rate(self, domain: Domain) -> str:
-        return _percent(domain.delivery_rates.complaint_rate)  # type: ignore[attr-defined]  # set by DomainChangeList
-
     @admin.display(description="DKIM signing with")
     def dkim_signing(self, domain: Domain) -> str:
         selector = dkim_signing_selector(domain=domain)
@@ -228,16 +188,6 @@ class DomainAdmin(ConsoleModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
-
-    def delete_view(self, request: HttpRequest, object_id: str, extra_context: dict | None = None) -> HttpResponse:
-        domain = self.get_object(request, object_id)
-        if domain is not None and Message.objects.filter(domain=domain).exists():
-            return refuse(
-                request,
-                f"{domain.name} has sent or received messages. They are the record of its mail, so the domain "
-                "cannot be deleted while they exist, by any account. Pause its sending to stop it instead.",
-            )
-        return super().delete_view(request, object_id, extra_context)
 
     # --- operator actions ---------------------------------------------------------------------
     def get_urls(self) -> list:

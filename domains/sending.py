@@ -1,7 +1,7 @@
 """One pause concept: may a domain send now, and if not, why.
 
 Three switches stop sending: the global switch (the one SendingControl row), an operator's pause
-of one domain, and the automatic safeguard pause of one domain (domains/safeguards.py). Each is a
+of one domain, and the automatic safeguard pause of one domain (messaging/safeguards.py). Each is a
 `Pause` here, whatever row it is stored in. Every path that must honour them asks this module:
 the API's accept path (messaging/services.py, in Python and inside its PostgreSQL statement),
 dispatch (messaging/dispatch.py: the claim and the lease renewal), the console and the safeguard.

@@ -43,5 +43,5 @@ class ConsoleAccessFailureLogAdmin(ConsoleModelAdmin, AccessFailureLogAdmin):
     pass
 
 
-# The index shows the dashboard (mailservice/templatetags/dashboard.py) above the model list.
+# The index shows the dashboard (messaging/templatetags/dashboard.py) above the model list.
 admin.site.index_template = "admin/mailservice/index.html"

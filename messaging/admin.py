@@ -8,22 +8,27 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
+from domains.admin import DomainAdmin, DomainChangeList
+from domains.models import Domain
 from mailservice.console import (
     ConsoleModelAdmin,
     EstimatedCountPaginator,
     console_time,
+    refuse,
     remote_images_requested,
     sandboxed_html,
 )
 from mailservice.errors import ApiError
+from messaging.destinations import held_destinations
 from messaging.mime import envelope_for
 from messaging.models import Direction, Message, Suppression
-from messaging.selectors import recipient_outcomes
+from messaging.relay_limits import relay_rate_status
+from messaging.selectors import delivery_rates, recipient_outcomes
 from messaging.suppressions import normalize_address
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
@@ -266,3 +271,76 @@ class SuppressionAdmin(ConsoleModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Suppression | None = None) -> list[str]:
         # A suppression is added or removed, never rewritten into another address.
         return [] if obj is None else ["domain", "address", "reason", "source_message", "created_at", "expires"]
+
+
+# --- the domain pages, with the mail's side of them ----------------------------------------------
+# domains/admin.py sits below messaging and cannot read it, so the console's domain pages are
+# registered again here with what only messaging knows: the rates, the relay and the message guard.
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def _rate(value: float | None) -> str:
+    return "unlimited" if value is None else f"{value:.1f} messages/s"
+
+
+def _relay_text(status: dict, held: dict[str, dict]) -> str:
+    """The relay's rate in force and why, and the recipient domains held, in one line for the list's banner."""
+    text = f"Relay rate: {_rate(status['effective'])}"
+    if status["effective"] != status["configured"]:
+        text += f" (configured {_rate(status['configured'])}; lowered because {status['reason']})"
+    elif status["reason"]:
+        text += f" ({status['reason']}, {status['changed_at']:%H:%M:%S} UTC)"
+    if status["connections"]:
+        text += f". Connections: at most {status['connections']}"
+    if held:
+        waiting = ", ".join(f"{name} until {hold['until']:%H:%M:%S} UTC" for name, hold in held.items())
+        text += f". Held destinations: {waiting}"
+    return text + "."
+
+
+class DomainWithRatesChangeList(DomainChangeList):
+    """Adds each listed domain's bounce and complaint rates, one aggregate query for the page."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        rates = delivery_rates(
+            domain_ids=[domain.pk for domain in self.result_list], days=settings.MAILSERVICE_RATE_WINDOW_DAYS
+        )
+        for domain in self.result_list:
+            domain.delivery_rates = rates[domain.pk]
+
+
+class DomainMailAdmin(DomainAdmin):
+    list_display = [*DomainAdmin.list_display, "bounce_rate", "complaint_rate"]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return DomainWithRatesChangeList
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        relay = {"relay_text": _relay_text(relay_rate_status(), held_destinations())}
+        return super().changelist_view(request, {**relay, **(extra_context or {})})
+
+    @admin.display(description=f"Bounces ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
+    def bounce_rate(self, domain: Domain) -> str:
+        return _percent(domain.delivery_rates.bounce_rate)  # type: ignore[attr-defined]  # set by the change list
+
+    @admin.display(description=f"Complaints ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
+    def complaint_rate(self, domain: Domain) -> str:
+        return _percent(domain.delivery_rates.complaint_rate)  # type: ignore[attr-defined]  # set by the change list
+
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context: dict | None = None) -> HttpResponse:
+        domain = self.get_object(request, object_id)
+        if domain is not None and Message.objects.filter(domain=domain).exists():
+            return refuse(
+                request,
+                f"{domain.name} has sent or received messages. They are the record of its mail, so the domain "
+                "cannot be deleted while they exist, by any account. Pause its sending to stop it instead.",
+            )
+        return super().delete_view(request, object_id, extra_context)
+
+
+admin.site.unregister(Domain)
+admin.site.register(Domain, DomainMailAdmin)

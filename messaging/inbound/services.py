@@ -38,7 +38,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from domains.models import Domain
-from domains.safeguards import safeguard_check
 from mailservice import metrics
 from mailservice.mailbox import InvalidAddress, canonical_domain, comparison_key, parse_address
 from messaging import sql
@@ -54,6 +53,7 @@ from messaging.models import (
     Suppression,
     SuppressionReason,
 )
+from messaging.safeguards import safeguard_check
 from messaging.suppressions import suppression_add
 from messaging.verp import UNSIGNED_GRACE, VERP_PREFIX, VerpId, verp_parse
 

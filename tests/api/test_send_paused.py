@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from domains.safeguards import SAFEGUARD_ACTOR
 from domains.services import sending_pause
 from messaging.models import Message
+from messaging.safeguards import SAFEGUARD_ACTOR
 from tests.api.wire import assert_api_error, inline_body
 
 pytestmark = pytest.mark.django_db

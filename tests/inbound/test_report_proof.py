@@ -6,9 +6,9 @@ their own return path), sent through `inbound_deliver` as the SMTP server hands 
 import pytest
 from django.test import override_settings
 
-from domains.safeguards import sending_health
 from messaging.inbound.services import inbound_deliver
 from messaging.models import Direction, EventType, Message, Status, Suppression
+from messaging.safeguards import sending_health
 from tests.factories import MessageFactory
 from tests.inbound.mail import RETURN_PATH_DOMAIN, arf, dsn, verp_address, wire_bytes
 

@@ -1,4 +1,5 @@
-"""The pages outside the API and the console: the landing page, the README, health probes."""
+"""The HTTP pages outside /v1/: the landing page, the README, the health probes and /metrics. They sit in the
+API layer: they answer with its error envelope, and /metrics reads the apps (mailservice/api/scrape.py)."""
 
 import hmac
 
@@ -9,9 +10,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from mailservice import metrics
 from mailservice.api.clientip import client_ip
 from mailservice.api.exceptions import error_response
+from mailservice.api.scrape import exposition
 from mailservice.errors import ErrorCode
 from mailservice.health import OK, readiness
 from mailservice.ratelimit import failure_counted, failures_wait
@@ -69,4 +70,4 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if not (scheme.lower() == "bearer" and hmac.compare_digest(presented.encode(), f"{token}".encode())):
         failure_counted(group="metrics", keys=address, rate=rate)
         return error_response(request, ErrorCode.UNAUTHORIZED, "GET /metrics needs the metrics bearer token")
-    return HttpResponse(metrics.exposition(), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from domains.safeguards import safeguard_check, sending_health
 from domains.services import sending_pause
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
+from messaging.safeguards import safeguard_check, sending_health
 from tests.factories import DomainFactory, MessageFactory
 
 _REPORTED = {Status.BOUNCED: EventType.BOUNCED, Status.COMPLAINED: EventType.COMPLAINED}

@@ -16,7 +16,7 @@ DOMAINS_SHOWN = 10  # the busiest; the rest are on the Domains page
 _SPARK = {"width": 210, "height": 80, "css": "ms-chart ms-spark"}
 
 
-@register.inclusion_tag("admin/mailservice/dashboard.html")
+@register.inclusion_tag("admin/messaging/dashboard.html")
 def mailservice_dashboard() -> dict[str, Any]:
     now = timezone.now()
     if settings.CELERY_TASK_ALWAYS_EAGER:
