@@ -1,4 +1,4 @@
-"""DKIM signing rate per core: messaging.dkim (RSA through OpenSSL) against dkimpy's own signer.
+"""DKIM signing rate per core: messaging.outbound.dkim (RSA through OpenSSL) against dkimpy's own signer.
 
     DJANGO_SETTINGS_MODULE=config.settings SECRET_KEY=x python bench/dkim_sign.py [--seconds 3]
 
@@ -29,9 +29,9 @@ from cryptography.hazmat.primitives.asymmetric import padding  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from domains.services import dkim_key_pair  # noqa: E402
-from messaging.dkim import SIGNED_HEADERS, dkim_sign, load_private_key  # noqa: E402
-from messaging.mime import render_message  # noqa: E402
 from messaging.models import Message  # noqa: E402
+from messaging.outbound.dkim import SIGNED_HEADERS, dkim_sign, load_private_key  # noqa: E402
+from messaging.outbound.mime import render_message  # noqa: E402
 
 TARGET = 2000
 
@@ -93,9 +93,9 @@ def main() -> None:
     print(f"message size: {len(data)} bytes, RSA-2048, relaxed/relaxed, one core")
     ceiling, ours_rate = rate(bare_rsa, seconds), rate(ours, seconds)
     print(f"bare OpenSSL RSA signature (ceiling):  {ceiling:8.0f} signatures/s")
-    print(f"messaging.dkim (cryptography/OpenSSL): {ours_rate:8.0f} messages/s per core (target {TARGET})")
+    print(f"messaging.outbound.dkim (cryptography/OpenSSL): {ours_rate:8.0f} messages/s per core (target {TARGET})")
     print(f"dkimpy dkim.sign (pure-Python RSA):    {rate(theirs, seconds):8.0f} messages/s per core")
-    print(f"messaging.dkim runs at {ours_rate / ceiling:.0%} of the bare RSA rate")
+    print(f"messaging.outbound.dkim runs at {ours_rate / ceiling:.0%} of the bare RSA rate")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from config.startup import one_line_errors
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 if TYPE_CHECKING:
-    from messaging.dispatch_loop import DispatchLoop
+    from messaging.outbound.loop import DispatchLoop
 
 app = Celery("mailservice")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -47,7 +47,7 @@ def _refuse_to_start_without_encryption_keys(**_) -> None:
 
 class DispatchLoopStep(bootsteps.StartStopStep):
     """A worker that consumes the default queue (where dispatch tasks go) also runs the dispatch loop
-    (messaging/dispatch_loop.py) on PostgreSQL, with as many threads as its pool: sends wake it
+    (messaging/outbound/loop.py) on PostgreSQL, with as many threads as its pool: sends wake it
     through the database instead of a task each. The webhooks worker (-Q webhooks) does not."""
 
     requires = ("celery.worker.components:Pool",)
@@ -60,7 +60,7 @@ class DispatchLoopStep(bootsteps.StartStopStep):
         from django.conf import settings
         from django.db import connection
 
-        from messaging.dispatch_loop import DispatchLoop
+        from messaging.outbound.loop import DispatchLoop
         from messaging.tasks import dispatch_woken
 
         dispatches = settings.CELERY_TASK_DEFAULT_QUEUE in worker.app.amqp.queues.consume_from

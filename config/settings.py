@@ -332,7 +332,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # set; config/celery.py applies CONN_MAX_AGE around tasks instead, as Django does around requests.
 CELERY_DB_REUSE_MAX = 2**31
 
-# --- Dispatch (messaging/dispatch.py) -------------------------------------------------------
+# --- Dispatch (messaging/outbound/dispatch.py) -------------------------------------------------------
 # Attempt n failing temporarily waits BASE * 2^(n-1) seconds
 # (at most BACKOFF_MAX) plus up to JITTER of that; the defaults try 6 times over about 62 minutes.
 MAILSERVICE_DISPATCH_MAX_ATTEMPTS = env_int("MAILSERVICE_DISPATCH_MAX_ATTEMPTS", 6)
@@ -350,7 +350,7 @@ MAILSERVICE_DISPATCH_SWEEP_GRACE = env_float("MAILSERVICE_DISPATCH_SWEEP_GRACE",
 MAILSERVICE_DISPATCH_SWEEP_LIMIT = env_int("MAILSERVICE_DISPATCH_SWEEP_LIMIT", 10000)
 MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
 MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 5)  # one per worker thread (Procfile)
-# --- Delivery control (messaging/fairness.py, messaging/relay_limits.py) -----------------------
+# --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay
 # connections at once (unset: no cap). A "slow down" answer halves the effective rate; it climbs

@@ -39,7 +39,7 @@ def dkim_signing_selector(*, domain: Domain) -> str | None:
 class SigningKey(NamedTuple):
     id: int
     selector: str
-    encrypted_private_key: str  # decrypted by the signer (messaging/dkim.py) only
+    encrypted_private_key: str  # decrypted by the signer (messaging/outbound/dkim.py) only
 
 
 def dkim_signing_keys(*, domain_ids: set[int]) -> dict[int, SigningKey]:

@@ -4,7 +4,7 @@ Three switches stop sending: the global switch (the one SendingControl row), an 
 of one domain, and the automatic safeguard pause of one domain (messaging/safeguards.py). Each is a
 `Pause` here, whatever row it is stored in. Every path that must honour them asks this module:
 the API's accept path (messaging/services.py, in Python and inside its PostgreSQL statement),
-dispatch (messaging/dispatch.py: the claim and the lease renewal), the console and the safeguard.
+dispatch (messaging/outbound/dispatch.py: the claim and the lease renewal), the console and the safeguard.
 """
 
 from dataclasses import dataclass

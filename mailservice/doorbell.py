@@ -2,7 +2,7 @@
 
 It lives in the kernel because apps below messaging ring it too (lifting a domain's pause makes its
 queued mail due), and the kernel is the one place every app may import. The loops that listen are
-messaging's (messaging/dispatch_loop.py); the statement that stores a send rings it in SQL
+messaging's (messaging/outbound/loop.py); the statement that stores a send rings it in SQL
 (messaging/sql.py).
 """
 

@@ -24,10 +24,10 @@ from mailservice.console import (
     sandboxed_html,
 )
 from mailservice.errors import ApiError
-from messaging.destinations import held_destinations
-from messaging.mime import envelope_for
 from messaging.models import Direction, Message, Suppression
-from messaging.relay_limits import relay_rate_status
+from messaging.outbound.destinations import held_destinations
+from messaging.outbound.mime import envelope_for
+from messaging.outbound.relay_limits import relay_rate_status
 from messaging.selectors import delivery_rates, recipient_outcomes
 from messaging.suppressions import normalize_address
 

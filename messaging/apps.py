@@ -7,7 +7,7 @@ class MessagingConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from messaging.transports import RelayConfig
+        from messaging.outbound.transports import RelayConfig
 
         # A mistyped EMAIL_URL stops the web server and the worker at start, not at the first send.
         if settings.EMAIL_URL:

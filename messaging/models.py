@@ -92,7 +92,7 @@ class Message(models.Model):
             models.Index(fields=["domain", "direction", "-created_at", "-public_id"], name="message_list_dir_idx"),
             # the dispatch sweeper: accepted messages due for an attempt
             models.Index(fields=["next_attempt_at"], condition=models.Q(status="accepted"), name="message_pending_idx"),
-            # fair dispatch (messaging/fairness.py): the domains with accepted messages (a skip scan, one
+            # fair dispatch (messaging/outbound/fairness.py): the domains with accepted messages (a skip scan, one
             # descent per domain), then one domain's due messages oldest first
             models.Index(
                 fields=["domain", "next_attempt_at"],

@@ -52,7 +52,7 @@ def message_send(*, domain: Domain, request: SendRequest, is_test: bool = False)
 
     Nothing is stored when any check fails. Dispatch starts only once the row is committed. A test
     key's message (`is_test`) passes the same checks but does not count against the allowance;
-    dispatch simulates its outcome instead of handing it to SMTP (messaging/sandbox.py).
+    dispatch simulates its outcome instead of handing it to SMTP (messaging/outbound/sandbox.py).
     """
     subject, text, html, version = request.subject, request.text, request.html, None
     if request.template is not None:

@@ -4,7 +4,7 @@ twin in a single round trip, and is named after the service it speeds up.
 - message_send_in_one_statement: POST /v1/send's pause check, allowance count and INSERTs
   (messaging.services.message_send; twin: _store_in_transaction).
 - dispatch_record_in_one_statement: a dispatch outcome's fenced UPDATE and event INSERTs
-  (messaging.dispatch._record; twin: its transaction).
+  (messaging.outbound.dispatch._record; twin: its transaction).
 - inbound_store_in_one_statement: received mail for every verified recipient domain
   (messaging.inbound.services._store_on_verified_domains; twin: its transaction).
 
@@ -105,7 +105,7 @@ def message_send_in_one_statement(domain: Domain, message: Message) -> None:
     message, so a pause committed before it applies. Nothing is written unless the counter row
     was updated: paused, allowance used up, or no row yet for the day (the day's first send,
     which creates it and tries once more). A stored message also wakes the workers' dispatch
-    loops at commit (messaging/dispatch_loop.py), in place of a Celery task per message.
+    loops at commit (messaging/outbound/loop.py), in place of a Celery task per message.
     """
     now = timezone.now()
     limited = domain.daily_allowance is not None
@@ -158,7 +158,7 @@ def _message_send_statement(*, limited: bool) -> str:
     )
 
 
-# --- messaging.dispatch._record --------------------------------------------------------------------
+# --- messaging.outbound.dispatch._record --------------------------------------------------------------------
 
 
 def dispatch_record_in_one_statement(

@@ -1,4 +1,4 @@
-"""Celery tasks for dispatch: thin wrappers around messaging/dispatch.py.
+"""Celery tasks for dispatch: thin wrappers around messaging/outbound/dispatch.py.
 
 acks_late with reject_on_worker_lost (config/settings.py): a worker killed mid-task leaves the
 task to be redelivered, and the claim in dispatch makes the redelivery harmless.
@@ -9,8 +9,9 @@ import logging
 from celery import shared_task
 from kombu.exceptions import OperationalError
 
-from messaging import aggregates, dispatch
+from messaging import aggregates
 from messaging.idempotency import idempotency_purge
+from messaging.outbound import dispatch
 from messaging.retention import messages_purge
 
 logger = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ def dispatch_task(public_id: str | None = None) -> int:
 
 
 def dispatch_woken() -> dispatch.BatchCounts:
-    """A batch for a woken thread of the dispatch loop (messaging/dispatch_loop.py), as dispatch_task would send it."""
+    """A batch for a woken thread of the dispatch loop (messaging/outbound/loop.py), as dispatch_task would send it."""
     return dispatch.dispatch_batch_counted(on_slow_down=_continue_later)
 
 

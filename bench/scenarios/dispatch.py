@@ -2,7 +2,7 @@
 
 The messages are bulk-inserted as `accepted` rows due now (what `POST /v1/send` leaves behind,
 without measuring the accept path again), then one notification, as each send's statement makes,
-wakes the dispatch loops of real `celery -A config worker` processes (messaging/dispatch_loop.py;
+wakes the dispatch loops of real `celery -A config worker` processes (messaging/outbound/loop.py;
 other scenarios' domains paused), which claim, render, DKIM-sign and send them over SMTP to bench.sink,
 a discarding aiosmtpd server in its own process. Timed from the first claim to the last
 `delivered` event. Each worker process runs the thread pool of docs/delivery.md (`--pool threads`), with
@@ -238,7 +238,7 @@ def _ceiling(count: int, port: int, sink_pid: int) -> Run:
     """The same message, rendered once and unsigned, over one smtplib connection."""
     from django.conf import settings
 
-    from messaging.mime import envelope_for, render_message
+    from messaging.outbound.mime import envelope_for, render_message
 
     message = _bench_message()
     data = render_message(message).data
@@ -337,8 +337,8 @@ def _message_work() -> MessageWork:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-    from messaging.dkim import dkim_sign
-    from messaging.mime import render_message
+    from messaging.outbound.dkim import dkim_sign
+    from messaging.outbound.mime import render_message
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     signing_input = b"from:" + SENDER.encode() + b"\r\n" + b"x" * 600  # headers and the DKIM-Signature tags

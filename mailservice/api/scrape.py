@@ -15,7 +15,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
 
 from domains.models import Domain, SendingControl
-from messaging.relay_limits import relay_rate_status
+from messaging.outbound.relay_limits import relay_rate_status
 from messaging.selectors import queue_state
 from webhooks.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 

@@ -8,38 +8,21 @@ anywhere is refused: relays disagree on whether it ends a line (or, before a dot
 is what SMTP smuggling and header injection past the DKIM signature use. The body is not parsed
 here (the text/plain part is found by the inbound parser's compat32 walk, which never raises).
 
-For dispatch the message goes out as submitted: the header block loses its Bcc fields and gains a
-Message-ID and a Date when it has none; the body is not touched.
+The header block is split into fields by messaging/outbound/submitted.py, which dispatch also uses
+to send the message as submitted: this room hands its messages to outbound, never the reverse.
 """
 
-import re
 from dataclasses import dataclass
-from datetime import datetime
-from email.utils import format_datetime
 
-from mailservice.errors import ErrorCode, ValidationFailed
 from mailservice.mailbox import is_mailbox
 from messaging.inbound.parsing import decode_header_value, storable
-from messaging.mime import RenderedMessage, needs_smtputf8, parsed_address, single_line
-from messaging.models import Message
+from messaging.outbound.mime import single_line
+from messaging.outbound.submitted import SubmissionMalformed, raw_fields, split_head
 
-MAX_HEADER_BYTES = 256 * 1024
-MAX_HEADER_FIELDS = 500
 # RFC 2047 words are decoded only in values up to this long: the standard library's decoder
 # rescans the rest of the value from every `=?`, quadratic in a hostile header.
 MAX_DECODED = 4096
 MAX_ADDRESSES = 200  # per header: To and Cc carry at most the 50 recipients, with room for groups
-
-_FIELD_NAME = re.compile(rb"[\x21-\x39\x3b-\x7e]+")  # RFC 5322 2.2: printable ASCII but colon
-_HEADER_END = re.compile(rb"\r?\n\r?\n")
-_LINE_END = re.compile(rb"\r?\n")
-_BARE_LINE_BREAK = re.compile(rb"\r(?!\n)|(?<!\r)\n")
-
-
-class SubmissionMalformed(ValidationFailed):
-    """The submitted message cannot be read; answered with a 5xx naming what is wrong."""
-
-    code = ErrorCode.VALIDATION_ERROR
 
 
 @dataclass(frozen=True)
@@ -58,39 +41,10 @@ class SubmittedHeaders:
     has_date: bool
 
 
-def _split_head(raw: bytes) -> tuple[bytes, bytes]:
-    """(header block, separator and body); a message without a blank line is all header."""
-    found = _HEADER_END.search(raw, 0, MAX_HEADER_BYTES + 4)
-    if found is None:
-        if len(raw) > MAX_HEADER_BYTES:
-            raise SubmissionMalformed(f"the header block is longer than {MAX_HEADER_BYTES} bytes")
-        return raw.removesuffix(b"\n").removesuffix(b"\r"), b""
-    return raw[: found.start()], raw[found.start() :]
-
-
-def _raw_fields(head: bytes) -> list[tuple[bytes, list[bytes]]]:
-    """[(name, its lines as they are, without line endings)] in order; refuses what is not a field."""
-    fields: list[tuple[bytes, list[bytes]]] = []
-    for number, line in enumerate(_LINE_END.split(head), start=1):
-        if line[:1] in (b" ", b"\t"):
-            if not fields:
-                raise SubmissionMalformed("the first header line is a continuation line")
-            fields[-1][1].append(line)
-            continue
-        name, colon, _ = line.partition(b":")
-        if not colon or not _FIELD_NAME.fullmatch(name):
-            shown = line[:40].decode("ascii", "replace")
-            raise SubmissionMalformed(f"header line {number} is not a header field: {single_line(shown)!r}")
-        fields.append((name, [line]))
-        if len(fields) > MAX_HEADER_FIELDS:
-            raise SubmissionMalformed(f"more than {MAX_HEADER_FIELDS} header fields")
-    return fields
-
-
 def header_fields(raw: bytes) -> list[Field]:
-    head, _ = _split_head(raw)
+    head, _ = split_head(raw)
     fields = []
-    for name, lines in _raw_fields(head):
+    for name, lines in raw_fields(head):
         value = b" ".join(line.strip(b" \t") for line in lines).partition(b":")[2]
         fields.append(Field(name.decode("ascii").lower(), value.decode("utf-8", "surrogateescape")))
     return fields
@@ -212,34 +166,4 @@ def parse_submitted(raw: bytes) -> SubmittedHeaders:
         subject=_decoded(by_name.get("subject", [""])[0]),
         message_id=single_line(_text(message_ids[0])).strip() if message_ids else "",
         has_date="date" in by_name,
-    )
-
-
-def submitted_wire(raw: bytes, *, message_id: str, date: datetime) -> bytes:
-    """The stored submission as it goes out: CRLF line endings (a bare CR or LF, refused since, in a
-    message stored before, becomes CRLF so no relay sees one), no Bcc field, and a Message-ID
-    and a Date added at the end of the header block when it has none. The body is untouched."""
-    head, rest = _split_head(raw)
-    kept: list[bytes] = []
-    present: set[bytes] = set()
-    for name, lines in _raw_fields(head):
-        lowered = name.lower()
-        present.add(lowered)
-        if lowered != b"bcc":
-            kept += lines
-    if b"message-id" not in present:
-        kept.append(f"Message-ID: {message_id}".encode())
-    if b"date" not in present:
-        kept.append(f"Date: {format_datetime(date)}".encode())
-    return _BARE_LINE_BREAK.sub(b"\r\n", b"\r\n".join(kept) + (rest or b"\r\n\r\n"))
-
-
-def submitted_rendering(message: Message) -> RenderedMessage:
-    """A stored submission ready to DKIM-sign: submitted_wire with the Message-ID and Date it was stored with."""
-    data = submitted_wire(bytes(message.raw or b""), message_id=message.message_id_header, date=message.created_at)
-    return RenderedMessage(
-        data=data,
-        message_id=message.message_id_header,
-        sender_domain=parsed_address(message.from_address).domain,
-        smtputf8=needs_smtputf8(message),
     )

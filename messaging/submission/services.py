@@ -4,9 +4,9 @@ The rules are POST /v1/send's (messaging.services.send_permitted and message_sto
 order, raising the same ApiErrors; the server translates them into SMTP replies. The message is
 stored as submitted (`raw`) with its envelope (`envelope_from`, `envelope_recipients`, who alone
 receive it), and with the fields the API lists: From, To, Cc and Subject from the header, the
-text/plain part as `text`. Dispatch sends the stored MIME (messaging.submission.mime.submitted_wire).
+text/plain part as `text`. Dispatch sends the stored MIME (messaging.outbound.submitted.submitted_wire).
 A test key's message is a test message, as over HTTP: stored `is_test`, never handed to the relay,
-its outcome simulated (messaging/sandbox.py), no allowance counted, read only by test keys.
+its outcome simulated (messaging/outbound/sandbox.py), no allowance counted, read only by test keys.
 """
 
 from dataclasses import dataclass

@@ -12,8 +12,8 @@ from aiosmtpd.smtp import SMTP
 from django.core.management import call_command
 
 from domains.models import Domain
-from messaging.dispatch import dispatch_batch
 from messaging.models import Message, Status, SuppressionReason
+from messaging.outbound.dispatch import dispatch_batch
 from messaging.suppressions import suppression_add
 from tests.api.wire import assert_api_error, inline_body
 from tests.harness import SmtpSink, free_port

@@ -27,10 +27,10 @@ def test_the_excerpt_names_the_busy_project_function_and_its_components(tmp_path
 
 
 def test_raw_stacks_are_summed_by_stack():
-    stack = "main (app.py:1);work (messaging/dispatch.py:9)"
+    stack = "main (app.py:1);work (messaging/outbound/dispatch.py:9)"
     raw = f"{stack} 3\n{stack} 2\nbad line\n"
 
-    assert parse(raw) == {("main (app.py:1)", "work (messaging/dispatch.py:9)"): 5}
+    assert parse(raw) == {("main (app.py:1)", "work (messaging/outbound/dispatch.py:9)"): 5}
 
 
 def test_a_profile_that_could_not_be_taken_says_why():

@@ -11,7 +11,7 @@ from domains.models import DailyUsage, DkimKeyState, Domain, SendingControl
 from domains.services import sending_pause
 from mailservice.encryption import decrypt_secret
 from messaging.models import Status
-from messaging.relay_limits import relay_slow_down
+from messaging.outbound.relay_limits import relay_slow_down
 from tests.factories import DomainFactory, MessageFactory, _shared_dkim_key_pair
 
 pytestmark = pytest.mark.django_db

@@ -9,9 +9,9 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from messaging.dispatch import _suppressed
 from messaging.inbound.services import inbound_deliver
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression, SuppressionReason
+from messaging.outbound.dispatch import _suppressed
 from messaging.selectors import recipient_outcomes
 from messaging.verp import verp_tag
 from tests.factories import MessageFactory

@@ -12,19 +12,19 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from messaging import relay_limits
-from messaging.destinations import BatchHolds, held_destinations
-from messaging.dispatch import dispatch_batch, dispatch_claim
-from messaging.fairness import _pending_domains
 from messaging.models import EventType, Message, Status
-from messaging.relay_limits import (
+from messaging.outbound import relay_limits
+from messaging.outbound.destinations import BatchHolds, held_destinations
+from messaging.outbound.dispatch import dispatch_batch, dispatch_claim
+from messaging.outbound.fairness import _pending_domains
+from messaging.outbound.relay_limits import (
     is_slow_down,
     relay_connection_slot,
     relay_permit,
     relay_rate_status,
     relay_slow_down,
 )
-from messaging.transports import Reply, SendResult
+from messaging.outbound.transports import Reply, SendResult
 from tests.factories import DomainFactory, MessageFactory
 from tests.harness import smtp_sink
 

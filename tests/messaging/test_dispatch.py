@@ -11,7 +11,8 @@ from django.db import connection
 from django.utils import timezone
 
 from domains.services import sending_pause, sending_resume
-from messaging.dispatch import (
+from messaging.models import EventType, Message, Status, Suppression, SuppressionReason
+from messaging.outbound.dispatch import (
     LEASE_CHECK_SECONDS,
     BatchLease,
     dispatch_batch,
@@ -20,7 +21,6 @@ from messaging.dispatch import (
     retry_delay,
     send_batch,
 )
-from messaging.models import EventType, Message, Status, Suppression, SuppressionReason
 from messaging.suppressions import suppression_add
 from tests.factories import MessageFactory, dkim_dnsfunc
 from tests.harness import free_port

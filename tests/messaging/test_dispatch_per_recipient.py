@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from messaging import relay_limits
-from messaging.dispatch import dispatch_batch
 from messaging.models import EventType, Message, Status, SuppressionReason
+from messaging.outbound import relay_limits
+from messaging.outbound.dispatch import dispatch_batch
 from messaging.suppressions import suppression_add
 from messaging.verp import VERP_PREFIX, verp_parse
 from tests.factories import MessageFactory

@@ -1,4 +1,4 @@
-"""On PostgreSQL a send wakes the workers' dispatch loops through the database (messaging/dispatch_loop.py),
+"""On PostgreSQL a send wakes the workers' dispatch loops through the database (messaging/outbound/loop.py),
 not through a Celery task: the notification comes at commit and only then, and a woken loop sends at once,
 without the sweeper, including after it lost its listening connection or started after the send. Lifting
 a pause wakes them too."""
@@ -16,8 +16,8 @@ from django.db import connection, connections, transaction
 
 from domains.services import sending_pause, sending_resume
 from mailservice.doorbell import CHANNEL
-from messaging.dispatch_loop import LISTENER_APPLICATION_NAME
 from messaging.models import Message
+from messaging.outbound.loop import LISTENER_APPLICATION_NAME
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.harness import FAST_DISPATCH, celery_worker, free_port, redis_server, smtp_sink, wait_until, web_server
 

@@ -10,9 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mailservice.mailbox import parse_address, split_mailbox
-from messaging import mime
-from messaging.mime import UnsendableMessage, _display_name, envelope_for, parsed_address, render_message, single_line
 from messaging.models import Message
+from messaging.outbound import mime
+from messaging.outbound.mime import (
+    UnsendableMessage,
+    _display_name,
+    envelope_for,
+    parsed_address,
+    render_message,
+    single_line,
+)
 
 INJECTIONS = [
     "Hi\r\nBcc: evil@attacker.example",

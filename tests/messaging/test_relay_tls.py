@@ -11,9 +11,9 @@ from aiosmtpd.controller import Controller
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from messaging.dispatch import dispatch_batch
 from messaging.models import Message, Status
-from messaging.transports import RelayConfig, SmtpConnection
+from messaging.outbound.dispatch import dispatch_batch
+from messaging.outbound.transports import RelayConfig, SmtpConnection
 from tests.factories import MessageFactory
 from tests.harness import SmtpSink, free_port, self_signed_certificate
 

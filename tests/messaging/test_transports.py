@@ -6,10 +6,9 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from messaging.dispatch import dispatch_batch
-from messaging.mime import Envelope
 from messaging.models import Message, Status
-from messaging.transports import RelayConfig, SmtpConnection
+from messaging.outbound.dispatch import dispatch_batch
+from messaging.outbound.transports import Envelope, RelayConfig, SmtpConnection
 from tests.factories import MessageFactory
 from tests.harness import smtp_sink
 

@@ -16,8 +16,8 @@ from django.utils import timezone
 from domains.models import DkimKey, DkimKeyState
 from domains.services import dkim_rotate, domain_create
 from mailservice.encryption import UndecryptableSecret, decrypt_secret, encrypt_secret
-from messaging.dispatch import dispatch_batch
 from messaging.models import Message, Status
+from messaging.outbound.dispatch import dispatch_batch
 from tests.conftest import client_for
 from tests.factories import ApiKeyFactory, DomainFactory, MessageFactory, _shared_dkim_key_pair, dkim_dnsfunc
 from tests.harness import BIN, ROOT, child_env

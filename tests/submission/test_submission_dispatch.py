@@ -3,8 +3,8 @@
 import dkim
 import pytest
 
-from messaging.dispatch import dispatch_batch
 from messaging.models import EventType, Message, Status, Suppression, SuppressionReason
+from messaging.outbound.dispatch import dispatch_batch
 from messaging.submission.services import Submitter, submission_accept
 from tests.factories import ApiKeyFactory, DomainFactory, dkim_dnsfunc
 

@@ -13,7 +13,7 @@ from apikeys.models import ApiKey
 from domains.models import DailyUsage, Domain
 from domains.services import domain_set_allowance
 from messaging.models import EventType, Message, Status
-from messaging.sandbox import HARD_BOUNCE
+from messaging.outbound.sandbox import HARD_BOUNCE
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.harness import (
     FAST_DISPATCH,

@@ -1,7 +1,7 @@
 from typing import Any
 
 from mailservice.commands import ServiceCommand
-from messaging.dispatch import dispatch_sweep
+from messaging.outbound.dispatch import dispatch_sweep
 from messaging.tasks import dispatch_task
 
 

@@ -24,7 +24,7 @@ from django.db import close_old_connections, connections
 from mailservice.doorbell import CHANNEL
 
 if TYPE_CHECKING:
-    from messaging.dispatch import BatchCounts
+    from messaging.outbound.dispatch import BatchCounts
 
 logger = logging.getLogger(__name__)
 

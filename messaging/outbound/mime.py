@@ -27,6 +27,7 @@ from email.utils import format_datetime
 
 from mailservice.mailbox import Address, InvalidAddress, canonical_domain, parse_address, split_mailbox
 from messaging.models import Message
+from messaging.outbound.transports import Envelope
 from messaging.verp import verp_local_part
 
 MAX_LINE = 78  # RFC 5322 2.1.1: lines SHOULD be at most 78 characters, excluding the CRLF
@@ -38,15 +39,6 @@ _BODY_CONTROL = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]")
 
 class UnsendableMessage(Exception):
     """The stored message cannot be expressed on the wire (it is failed, not retried)."""
-
-
-@dataclass(frozen=True)
-class Envelope:
-    """What SMTP needs besides the message bytes."""
-
-    mail_from: str
-    recipients: list[str]
-    smtputf8: bool
 
 
 @dataclass(frozen=True)

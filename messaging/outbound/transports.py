@@ -9,7 +9,7 @@ relay's certificate: chain and host name; on by default), `ca_file=/path/to/ca.p
 CAs or this self-signed certificate instead of the system's). Anything else stops start-up.
 
 A transport reports what the relay answered; it never decides what happens to the message
-(messaging/dispatch.py does). Connection failures raise OSError or smtplib.SMTPException.
+(messaging/outbound/dispatch.py does). Connection failures raise OSError or smtplib.SMTPException.
 When the relay offers PIPELINING (RFC 2920) a message takes two round trips: MAIL FROM, RCPT TO and
 DATA together, then the data.
 """
@@ -29,9 +29,16 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from messaging.mime import Envelope
-
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What SMTP needs besides the message bytes."""
+
+    mail_from: str
+    recipients: list[str]
+    smtputf8: bool
 
 
 @dataclass(frozen=True)

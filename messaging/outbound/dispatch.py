@@ -32,16 +32,16 @@ from domains.selectors import SigningKey, dkim_signing_keys
 from domains.sending import domain_unpaused, global_paused, unpaused
 from mailservice import metrics
 from messaging import sql
-from messaging.destinations import BatchHolds
-from messaging.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
-from messaging.fairness import fair_claim_ids
-from messaging.mime import UnsendableMessage, envelope_for, parsed_address, render_message
 from messaging.models import EventType, Message, MessageEvent, Status
-from messaging.relay_limits import as_text, is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
-from messaging.sandbox import sandbox_outcome
-from messaging.submission.mime import submitted_rendering
+from messaging.outbound.destinations import BatchHolds
+from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
+from messaging.outbound.fairness import fair_claim_ids
+from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_address, render_message
+from messaging.outbound.relay_limits import as_text, is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
+from messaging.outbound.sandbox import sandbox_outcome
+from messaging.outbound.submitted import submitted_rendering
+from messaging.outbound.transports import Connection, Reply, SendResult, transport
 from messaging.suppressions import active_suppressions
-from messaging.transports import Connection, Reply, SendResult, transport
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def _due(now: datetime) -> Q:
 
 
 def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]:
-    """Lease up to `limit` due messages (`public_id` first, then the domains in turn: messaging/fairness.py)
+    """Lease up to `limit` due messages (`public_id` first, then the domains in turn: messaging/outbound/fairness.py)
     to this worker; nothing while the global pause is on."""
     if global_paused():
         return []

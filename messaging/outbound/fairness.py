@@ -12,7 +12,7 @@ and what concurrent claimers leave (they skip each other's locked rows) is fille
 
 The domains with queued messages are found by a skip scan of the partial index on accepted
 messages by domain (`message_pending_domain_idx`): one index descent per domain, whatever the
-backlog. The claim itself stays the conditional UPDATE of messaging/dispatch.py.
+backlog. The claim itself stays the conditional UPDATE of messaging/outbound/dispatch.py.
 """
 
 import logging

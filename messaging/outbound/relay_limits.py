@@ -34,7 +34,7 @@ import redis
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from messaging.transports import Reply
+from messaging.outbound.transports import Reply
 
 logger = logging.getLogger(__name__)
 
