@@ -110,3 +110,44 @@ def test_every_environment_variable_the_settings_read_is_documented():
     assert {"SECRET_KEY", "DATABASE_URL", "WEB_THREADS"} <= set(read), "the walk no longer finds the settings"
     undocumented = sorted(f"{name} ({where})" for name, where in read.items() if name not in documented_variables())
     assert undocumented == [], f"not in docs/configuration.md: {', '.join(undocumented)}"
+
+
+# --- the commands the documents show -------------------------------------------------------------
+_MANAGE = re.compile(r"\.venv/bin/python manage\.py ([a-z_]+)((?: [^`|#\n]*)?)")
+_MAKE = re.compile(r"(?:^|`|\$ )make ([a-z][a-z-]*)")
+_OPTION = re.compile(r"(?<![\w-])(--[a-z][a-z-]*)")
+
+
+def _documents() -> dict[str, str]:
+    return {
+        str(path.relative_to(ROOT)): path.read_text()
+        for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    }
+
+
+def test_every_manage_py_command_the_docs_show_exists_with_the_options_shown():
+    """`.venv/bin/python manage.py NAME --option …` in any document: NAME is a command of this project (or of
+    Django and its apps), and each `--option` written after it is one that command takes."""
+    from django.core.management import get_commands, load_command_class
+
+    commands = get_commands()
+    wrong = []
+    for document, text in _documents().items():
+        for name, rest in _MANAGE.findall(text):
+            if name not in commands:
+                wrong.append(f"{document}: manage.py {name}: no such command")
+                continue
+            parser = load_command_class(commands[name], name).create_parser("manage.py", name)
+            known = {option for action in parser._actions for option in action.option_strings}
+            wrong += [
+                f"{document}: manage.py {name} {option}: no such option"
+                for option in _OPTION.findall(rest)
+                if option not in known
+            ]
+    assert wrong == []
+
+
+def test_every_make_target_the_docs_show_exists():
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    shown = {(document, target) for document, text in _documents().items() for target in _MAKE.findall(text)}
+    assert sorted(f"{document}: make {target}" for document, target in shown if target not in targets) == []
