@@ -1,6 +1,6 @@
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery, bootsteps
 from celery.signals import task_postrun, task_prerun, worker_init
@@ -19,7 +19,7 @@ app.autodiscover_tasks()
 
 @task_prerun.connect
 @task_postrun.connect
-def _close_old_connections(sender, **_) -> None:
+def _close_old_connections(sender: Any, **_: Any) -> None:
     """Around each task, what Django does around each request: keep the database connection for
     CONN_MAX_AGE, drop it once it is broken or too old. (Celery's own Django fixup would close it
     after every task, a new PostgreSQL backend per batch; CELERY_DB_REUSE_MAX turns that off.)
@@ -31,7 +31,7 @@ def _close_old_connections(sender, **_) -> None:
 
 
 @worker_init.connect
-def _refuse_to_start_without_encryption_keys(**_) -> None:
+def _refuse_to_start_without_encryption_keys(**_: Any) -> None:
     """A worker signs every message with a DKIM key stored encrypted: without the keys it could only
     fail them one by one, so it stops at start-up with the setting's error instead. (Celery logs and
     ignores an Exception from a signal handler; SystemExit does stop it.)"""
@@ -52,11 +52,11 @@ class DispatchLoopStep(bootsteps.StartStopStep):
 
     requires = ("celery.worker.components:Pool",)
 
-    def __init__(self, parent, **kwargs) -> None:
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
         super().__init__(parent, **kwargs)
         self.loop: DispatchLoop | None = None
 
-    def start(self, worker) -> None:
+    def start(self, worker: Any) -> None:
         from django.conf import settings
         from django.db import connection
 
@@ -70,7 +70,7 @@ class DispatchLoopStep(bootsteps.StartStopStep):
         self.loop = DispatchLoop(threads=worker.concurrency, dispatch=dispatch_woken, batch_size=batch_size)
         self.loop.start()
 
-    def stop(self, worker) -> None:
+    def stop(self, worker: Any) -> None:
         if self.loop is not None:
             self.loop.stop()  # as Celery's warm shutdown waits for its tasks: batches in progress end
 
