@@ -407,6 +407,9 @@ MAILSERVICE_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("MAILSERVICE_WEBHOOK_ENDPOINT
 MAILSERVICE_WEBHOOK_QUEUE = env_str("MAILSERVICE_WEBHOOK_QUEUE", "webhooks")
 # How often beat fans new events out to endpoints and hands due deliveries to the webhooks worker.
 MAILSERVICE_WEBHOOK_PUMP_INTERVAL = env_float("MAILSERVICE_WEBHOOK_PUMP_INTERVAL", 1.0)
+# Without a broker (the embedded default) the web process fans events out and sends the requests
+# itself, in one background thread (webhooks/inprocess.py), since no beat or webhooks worker runs.
+MAILSERVICE_WEBHOOK_IN_PROCESS = env_bool("MAILSERVICE_WEBHOOK_IN_PROCESS", CELERY_BROKER_URL is None)
 # The API's public base URL (e.g. https://mail.example.com): links in `email.received` events start
 # with it (unset: the links are paths, to be joined to the base URL the application already uses).
 MAILSERVICE_API_URL = env_str("MAILSERVICE_API_URL")

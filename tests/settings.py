@@ -23,5 +23,8 @@ MAILSERVICE_OUTBOX_DIR = VAR_DIR / "test-outbox"  # noqa: F405
 # The test process keeps no API keys between requests: its tests roll back instead of committing, so
 # a change would never set a new version (apikeys/cache.py). The live tests' web processes do cache.
 MAILSERVICE_API_KEY_CACHE_SECONDS = 0.0
+# The test process sends no webhooks from a thread of its own (its tests roll back what they write);
+# the embedded mode's child processes do (tests/api/test_embedded_mode.py).
+MAILSERVICE_WEBHOOK_IN_PROCESS = False
 # Webhook receivers in tests listen on loopback.
 MAILSERVICE_WEBHOOK_ALLOW_PRIVATE = True

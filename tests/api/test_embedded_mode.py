@@ -2,11 +2,13 @@
 
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
 
-from tests.harness import ROOT, child_env, web_server
+from tests.harness import ROOT, answers_http, child_env, child_server, wait_until, web_server
+from tests.webhooks.receiver import webhook_receiver
 
 pytestmark = pytest.mark.live
 
@@ -71,3 +73,62 @@ def test_manage_py_reads_the_development_settings_from_the_env_file(tmp_path):
     _manage("migrate", "--verbosity", "0", env=env)
 
     assert (tmp_path / "mailservice.sqlite3").exists()
+
+
+def test_webhooks_are_sent_by_the_web_process_as_under_make_run(tmp_path):
+    """No beat and no webhooks worker: the web process fans events out and sends them from a thread
+    of its own, retries on its periodic tick, and never makes the API wait for a slow receiver."""
+    env = {**_embedded(tmp_path), "MAILSERVICE_WEBHOOK_ALLOW_PRIVATE": "true"}
+    _manage("migrate", "--verbosity", "0", env=child_env(**env))
+    key = _manage("bootstrap_demo", env=child_env(**env)).strip().splitlines()[-1].removeprefix("KEY=")
+    runserver = [sys.executable, "manage.py", "runserver", "--noreload", "127.0.0.1:{port}"]
+
+    with (
+        webhook_receiver() as receiver,
+        child_server(
+            runserver,
+            name="runserver",
+            ready=lambda port: answers_http(f"http://127.0.0.1:{port}/v1/openapi.json"),
+            env=env,
+        ) as server,
+    ):
+        secret = _manage("create_webhook", "demo.example", receiver.url, env=child_env(**env)).strip().splitlines()[-1]
+        receiver.behaviour.statuses = [
+            500
+        ]  # the first request fails: retried about 5 s later, with no request to wake it
+
+        def send() -> str:
+            body = {"from": "me@demo.example", "to": "you@example.org", "subject": "Hi", "text": "Hello"}
+            url, headers = f"http://127.0.0.1:{server.port}/v1/send", {"Authorization": f"Bearer {key}"}
+            response = httpx.post(url, headers=headers, json=body, timeout=30)
+            assert response.status_code == 200, response.text
+            return response.json()["id"]
+
+        def received(type_: str, message_id: str) -> int:
+            return sum(event["data"]["id"] == message_id for event in receiver.events(type_))
+
+        first = send()
+        wait_until(
+            lambda: received("email.accepted", first) == 2 and received("email.delivered", first) == 1,
+            timeout=30,
+            message="email.accepted (once failed, then retried) and email.delivered",
+        )
+
+        receiver.behaviour.delay = 1.5
+        second = send()
+        wait_until(lambda: received("email.accepted", second), timeout=30, message="the second send's first event")
+        started = time.monotonic()
+        third = send()  # while the receiver still holds the request for the second send
+        answered_in = time.monotonic() - started
+        wait_until(lambda: received("email.delivered", third), timeout=30, message="the third send's last event")
+
+    assert answered_in < 1.5
+    assert [event["type"] for event in receiver.verified(secret)] == [
+        "email.accepted",
+        "email.delivered",
+        "email.accepted",
+        "email.accepted",
+        "email.delivered",
+        "email.accepted",
+        "email.delivered",
+    ]
