@@ -19,7 +19,7 @@ Nothing here raises on malformed input. Callers import from this package only.
 from email.message import Message as EmailMessage
 
 from messaging.inbound.parsing import UnparsableMessage, parse_bytes
-from messaging.inbound.reports.arf import arf_complaint, vendor_complaint
+from messaging.inbound.reports.arf import arf_complaint, jmrp_or_apple_complaint
 from messaging.inbound.reports.auto_reply import from_mail_system, has_bounce_subject, is_auto_reply
 from messaging.inbound.reports.dsn import dsn_report
 from messaging.inbound.reports.plain_text import plain_text_bounce
@@ -58,4 +58,4 @@ def _structured_report(message: EmailMessage, report_type: str) -> Report | None
     """The report of a part made to be read by machines (ARF, a vendor's notice, a DSN); None without one."""
     if report_type == "feedback-report" or first_part(message, "message/feedback-report") is not None:
         return arf_complaint(message)
-    return vendor_complaint(message) or ses_notification(message) or dsn_report(message)
+    return jmrp_or_apple_complaint(message) or ses_notification(message) or dsn_report(message)

@@ -57,7 +57,7 @@ def _named_by_original(message: EmailMessage, redacted: list[RecipientReport]) -
     return [RecipientReport(to[0], r.outcome, feedback_type=r.feedback_type) for r in redacted[:1]]
 
 
-def vendor_complaint(message: EmailMessage) -> Report | None:
+def jmrp_or_apple_complaint(message: EmailMessage) -> Report | None:
     """Complaints outside ARF: Microsoft JMRP and Apple's unsubscribe notices; None when neither."""
     embedded = embedded_message(message)
     if embedded is not None and embedded.get("X-HmXmrOriginalRecipient"):
