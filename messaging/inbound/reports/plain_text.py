@@ -179,9 +179,13 @@ def _failed_address(line: str, before: str, *, innocent: set[str], correlated: s
     address = next(candidates, "")
     if not address:
         return ""
-    introduced = before.rstrip().endswith(":") and (_failure_shown(before) or _FAILURE_WORDS.search(before))
-    stated = introduced or _failure_shown(line) or _FAILURE_WORDS.search(line)
-    return address if stated or address.rstrip(".-").lower() in correlated else ""
+    return address if _states_failure(line, before) or address.rstrip(".-").lower() in correlated else ""
+
+
+def _states_failure(line: str, before: str) -> bool:
+    """The line shows a failure, or the line before it introduces failed recipients ("... recipient(s):")."""
+    introduced = before.rstrip().endswith(":") and (_failure_shown(before) or bool(_FAILURE_WORDS.search(before)))
+    return introduced or _failure_shown(line) or bool(_FAILURE_WORDS.search(line))
 
 
 def _addresses_by_line(notice: str, innocent: set[str], find: Callable[[str, str], str]) -> list[tuple[str, str]]:
@@ -189,44 +193,56 @@ def _addresses_by_line(notice: str, innocent: set[str], find: Callable[[str, str
     current = before = ""
     alternative_follows = False  # a phrase like "please use the new address:" ended the previous line
     for line in notice.split("\n"):
-        if not line.strip():
+        address = ""
+        if line.strip():
+            address, said = _unless_offered(line, find(line, before))
+            if alternative_follows and address:  # the alternative itself, on the line after the phrase
+                address, alternative_follows = "", False
+            before = line
+            alternative_follows = alternative_follows or bool(said and not ADDRESS.search(line, said.start()))
+        else:
             alternative_follows = False
-            if current:
-                found[current].append(line)
-            continue
-        address = find(line, before)
-        announces = line.rstrip(" \t:.")[-12:].lower().endswith(_PHRASE_ENDS)
-        said = _NOT_FAILED_AFTER.search(line) if address or announces else None
-        if said and line.find(address) > said.start():  # "... please use <address> instead"
-            address = ""
-        address = address.rstrip(".-").lower()
-        if alternative_follows and address:  # the alternative itself, on the line after the phrase
-            address, alternative_follows = "", False
-        before = line
-        alternative_follows = alternative_follows or bool(said and not ADDRESS.search(line, said.start()))
-        if address and address not in innocent and not address.startswith("mailer-daemon@") and "." in address[1:]:
+        if _may_have_failed(address, innocent):
             current = address
-            found.setdefault(current, []).append(line)
-        elif current:
+            found.setdefault(current, [])
+        if current:
             found[current].append(line)
     return [(address, "\n".join(lines)) for address, lines in found.items()]
 
 
+def _may_have_failed(address: str, innocent: set[str]) -> bool:
+    """Whether a notice's line may name `address` as failed: not innocent, not the daemon, a dot past its start."""
+    return bool(address) and address not in innocent and not address.startswith("mailer-daemon@") and "." in address[1:]
+
+
+def _unless_offered(line: str, address: str) -> tuple[str, re.Match[str] | None]:
+    """(`address` lower-cased, or "" when the line offers it as an alternative; the phrase that offers one)."""
+    announces = line.rstrip(" \t:.")[-12:].lower().endswith(_PHRASE_ENDS)
+    said = _NOT_FAILED_AFTER.search(line) if address or announces else None
+    if said and line.find(address) > said.start():  # "... please use <address> instead"
+        address = ""
+    return address.rstrip(".-").lower(), said
+
+
 def _plain_text_outcome(notice: str, evidence: str) -> tuple[ReportedOutcome, str]:
     """The outcome a plain-text notice gives one recipient: its status code first, then the words."""
-    status = status_in(_first_match_line(ENHANCED_STATUS, evidence)) or status_in(
-        _first_match_line(ENHANCED_STATUS, notice)
-    )
-    reply = SMTP_REPLY.search(_first_match_line(SMTP_REPLY, evidence) or _first_match_line(SMTP_REPLY, notice))
-    code = status[:1] or (reply.group(1)[:1] if reply else "")
-    still_trying = _DELAY_WORDS.search(notice) and not _PERMANENT_WORDS.search(notice)
+    status, code = _status_and_class(notice, evidence)
     if code == "5":
         return ReportedOutcome.BOUNCE, status
-    if still_trying:
+    if _DELAY_WORDS.search(notice) and not _PERMANENT_WORDS.search(notice):
         return ReportedOutcome.DELAY, status
     if code == "4" or _SOFT_WORDS.search(evidence) or _SOFT_WORDS.search(notice):
         return ReportedOutcome.SOFT_BOUNCE, status
     return ReportedOutcome.BOUNCE, status
+
+
+def _status_and_class(notice: str, evidence: str) -> tuple[str, str]:
+    """(the enhanced status, the failure class "4" or "5" it or the SMTP reply gives), the recipient's lines first."""
+    status = status_in(_first_match_line(ENHANCED_STATUS, evidence)) or status_in(
+        _first_match_line(ENHANCED_STATUS, notice)
+    )
+    reply = SMTP_REPLY.search(_first_match_line(SMTP_REPLY, evidence) or _first_match_line(SMTP_REPLY, notice))
+    return status, status[:1] or (reply.group(1)[:1] if reply else "")
 
 
 def _first_match_line(pattern: re.Pattern[str], text: str) -> str:
