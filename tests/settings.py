@@ -25,3 +25,5 @@ MAILSERVICE_OUTBOX_DIR = VAR_DIR / "test-outbox"  # noqa: F405
 MAILSERVICE_API_KEY_CACHE_SECONDS = 0.0
 # Webhook receivers in tests listen on loopback.
 MAILSERVICE_WEBHOOK_ALLOW_PRIVATE = True
+# So are the MX hosts of direct-delivery tests.
+MAILSERVICE_MX_ALLOW_PRIVATE = True
