@@ -7,19 +7,21 @@ no connection made; a lookup that fails (SERVFAIL, timeout) or hosts that all fa
 reply, so dispatch defers the message with its backoff. A host that refuses the connection or
 greets with anything but 220 passes the turn to the next. Each session upgrades with STARTTLS when
 the host offers it, without checking the certificate (opportunistic, RFC 7435), and stays in clear
-only when it does not.
+only when it does not or when the upgrade fails.
 
 No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
 server answered, so one dead destination never ends the batch for the others. Bounded whatever DNS
 says: at most MAX_MX_HOSTS hosts and MAX_CONNECTION_ATTEMPTS new connections per recipient domain
-and transaction, each lookup within MAILSERVICE_DNS_TIMEOUT (dnspython bounds CNAME chains), each
-SMTP step within MAILSERVICE_SMTP_TIMEOUT. An MX that is an IP literal or `localhost` is never used;
+and transaction, none begun after SEARCH_BUDGET_TIMEOUTS SMTP timeouts, each lookup within
+MAILSERVICE_DNS_TIMEOUT (dnspython bounds CNAME chains), each SMTP step within
+MAILSERVICE_SMTP_TIMEOUT. An MX that is an IP literal or `localhost` is never used;
 one that resolves to loopback, private or link-local addresses only with MAILSERVICE_MX_ALLOW_PRIVATE.
 """
 
 import ipaddress
 import random
 import smtplib
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -39,6 +41,9 @@ from messaging.outbound.transports import Connection, Envelope, RelayConfig, Rep
 MAX_MX_HOSTS = 5
 # New connections per recipient domain and transaction, over all its hosts (Postfix's smtp_mx_address_limit).
 MAX_CONNECTION_ATTEMPTS = 5
+# No new host is tried once this many SMTP timeouts have passed looking for one: hosts that accept
+# connections and never greet would otherwise hold the message (and its lease) for 5 timeouts.
+SEARCH_BUDGET_TIMEOUTS = 2
 _DETAIL_CHARS = 300  # a resolver's or server's error, as quoted in a synthesized reply
 
 
@@ -186,7 +191,11 @@ class MxConnection:
         errors: list[str] = []
         transient = False
         attempts = 0
+        deadline = time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout
         for host in self._route(domain):
+            if time.monotonic() >= deadline:
+                errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
+                break
             try:
                 addresses = self._addresses(host)
             except _HostSkipped as exc:
@@ -198,13 +207,12 @@ class MxConnection:
                     if kept.smtp.reset():
                         return kept
                     self._drop(kept)
-                if attempts == MAX_CONNECTION_ATTEMPTS:
+                if attempts == MAX_CONNECTION_ATTEMPTS or time.monotonic() >= deadline:
                     break
                 attempts += 1
                 transient = True
-                config = RelayConfig(address, self.port, "", "", "starttls-optional", verify=False)
                 try:
-                    session = _Session(host, address, SmtpConnection(config, self.timeout))
+                    session = _Session(host, address, self._connect(address))
                 except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
                     errors.append(f"{host} [{address}]: {_brief(exc)}")
                     continue
@@ -214,6 +222,22 @@ class MxConnection:
         if transient:
             raise Undeliverable(Reply(451, f"4.4.1 no mail host of {domain} could be used ({attempts} tried): {last}"))
         raise Undeliverable(Reply(550, f"5.4.4 no mail host of {domain} may be used: {last}"))
+
+    def _connect(self, address: str) -> SmtpConnection:
+        """A session with STARTTLS when the host offers it, without a certificate check (RFC 7435)."""
+        clear = RelayConfig(address, self.port, "", "", "none", verify=False)
+        connection = SmtpConnection(clear, self.timeout)
+        if not connection.smtp.has_extn("starttls"):
+            return connection
+        try:
+            connection.smtp.starttls(context=clear.ssl_context())
+            connection.smtp.ehlo()
+            return connection
+        except (OSError, smtplib.SMTPException):
+            connection.close()
+        # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then
+        # delivers in clear over a new connection rather than not at all, as Postfix's "may" level does.
+        return SmtpConnection(clear, self.timeout)
 
     def _addresses(self, host: str) -> list[str]:
         """The addresses of an MX host that may be connected to, IPv4 first."""

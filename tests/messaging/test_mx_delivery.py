@@ -175,6 +175,34 @@ def test_starttls_is_used_when_offered_without_checking_the_certificate(zone, re
     assert [received.tls for received in plain.received] == [False]
 
 
+def test_a_failed_tls_handshake_falls_back_to_plaintext(zone, receivers, tmp_path):
+    cert, key = self_signed_certificate(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    context.set_ciphers("NULL")  # with no cipher in common (TLS 1.2 and below) every handshake fails
+    context.maximum_version = ssl.TLSVersion.TLSv1_2
+    mx(zone, "oldtls.test", (10, "mx.oldtls.test", "127.0.0.2"))
+    receiver = receivers("127.0.0.2", tls_context=context)
+
+    assert send("bob@oldtls.test").delivered
+
+    assert [received.tls for received in receiver.received] == [False]
+    assert receiver.connections == 2  # the handshake that failed, then the session in clear
+
+
+def test_hosts_that_never_greet_are_given_up_on_after_two_timeouts(zone, settings, mx_port):
+    settings.MAILSERVICE_SMTP_TIMEOUT = 0.5
+    with ExitStack() as stack:
+        for n in range(2, 6):  # listening, never accepting: the connection is made, no banner ever comes
+            stack.enter_context(socket.create_server((f"127.0.0.{n}", mx_port)))
+            mx(zone, "tarpit.test", (n, f"mx{n}.tarpit.test", f"127.0.0.{n}"))
+
+        result = send("bob@tarpit.test")
+
+    assert result.final.code == 451 and "(2 tried)" in result.final.text
+    assert "no further host tried after 1 s" in result.final.text
+
+
 def test_the_helo_name_is_the_configured_one(zone, receivers, settings):
     settings.MAILSERVICE_HELO_NAME = "out1.mail.acme.test"
     helo_name.cache_clear()
