@@ -18,7 +18,7 @@ from messaging.models import EventType, Message, Status
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.outbound.mx import MxTransport, validate_mx_url
 from messaging.outbound.transports import Envelope, RelayConfig, SendResult, helo_name
-from tests.dns_server import Zone, dns_server
+from tests.dns_server import Zone, dns_server, unanswering_dns_server
 from tests.factories import MessageFactory
 from tests.harness import SmtpSink, free_port, self_signed_certificate, smtp_sink
 
@@ -160,6 +160,14 @@ def test_a_domain_that_does_not_exist_fails_permanently_a_failing_lookup_defers(
     assert broken.events.filter(type=EventType.DEFERRED).count() == 1
 
 
+def test_a_resolver_that_does_not_answer_defers(settings):
+    with unanswering_dns_server() as address:
+        settings.EMAIL_URL, settings.MAILSERVICE_DNS_RESOLVER, settings.MAILSERVICE_DNS_TIMEOUT = "mx://", address, 0.3
+        result = send("bob@example.test")
+
+    assert result.final.code == 451 and result.final.text.startswith("4.4.3 the MX lookup of example.test failed")
+
+
 def test_starttls_is_used_when_offered_without_checking_the_certificate(zone, receivers, tmp_path):
     cert, key = self_signed_certificate(tmp_path, host="not-the-mx-name.test")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -273,9 +281,9 @@ def test_when_every_host_fails_the_reply_is_temporary_and_names_the_last_error(z
 
 
 def test_at_most_five_connections_are_tried_for_a_domain_whatever_dns_publishes(zone, receivers):
-    for n in range(2, 42):  # 40 hosts, none answering
-        mx(zone, "many.test", (n, f"mx{n}.many.test", f"127.0.1.{n}"))
-    last = receivers("127.0.1.41")  # the worst preference: never reached
+    for n in range(1000):  # 1,000 MX records (the answer comes over TCP), none of their hosts answering
+        mx(zone, "many.test", (n, f"mx{n}.many.test", f"127.0.{1 + n // 250}.{1 + n % 250}"))
+    last = receivers("127.0.4.250")  # the worst preference: never reached
 
     result = send("bob@many.test")
 
