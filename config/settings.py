@@ -350,6 +350,13 @@ MAILSERVICE_DISPATCH_SWEEP_GRACE = env_float("MAILSERVICE_DISPATCH_SWEEP_GRACE",
 MAILSERVICE_DISPATCH_SWEEP_LIMIT = env_int("MAILSERVICE_DISPATCH_SWEEP_LIMIT", 10000)
 MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
 MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 5)  # one per worker thread (Procfile)
+# The name given in EHLO to the relay or to recipients' MX hosts (unset: this machine's FQDN).
+MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
+# Direct delivery (EMAIL_URL=mx://, messaging/outbound/mx.py): the port MX hosts are reached on
+# (25; tests use unprivileged ones), and whether an MX may resolve to loopback, private or link-local
+# addresses (refused unless set: tests, a trusted LAN).
+MAILSERVICE_MX_PORT = env_int("MAILSERVICE_MX_PORT", 25)
+MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay

@@ -125,7 +125,8 @@ def unconfigured_settings() -> list[str]:
     return [name for name in ("MAILSERVICE_SPF_INCLUDE", "MAILSERVICE_INBOUND_HOST") if not getattr(settings, name)]
 
 
-def _resolver() -> dns.resolver.Resolver:
+def dns_resolver() -> dns.resolver.Resolver:
+    """The resolver every lookup of the service asks (Check DNS, direct delivery's MX routing)."""
     configured = settings.MAILSERVICE_DNS_RESOLVER
     if not configured:
         resolver = dns.resolver.Resolver()
@@ -136,7 +137,7 @@ def _resolver() -> dns.resolver.Resolver:
         resolver = dns.resolver.Resolver(configure=False)
         resolver.nameservers = [host]
         resolver.port = int(port)
-    # One attempt bounded by the timeout: the console waits on this.
+    # One attempt bounded by the timeout: the console and the delivery worker wait on this.
     resolver.timeout = resolver.lifetime = settings.MAILSERVICE_DNS_TIMEOUT
     return resolver
 
@@ -186,7 +187,7 @@ def _outcome(record: DnsRecord, seen: tuple[str, ...] | None) -> DnsOutcome:
 def domain_check_dns(*, domain: Domain) -> DnsCheck:
     """Look every record up; verify the domain when its verification record is published, and switch
     signing to a pending DKIM key when its record is."""
-    resolver = _resolver()
+    resolver = dns_resolver()
     keys = dkim_keys_published(domain=domain)
     checks = []
     for record in _records(domain=domain, keys=keys):

@@ -5,17 +5,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import dns.resolver
-from dnslib import MX, QTYPE, RCODE, RR, TXT, DNSRecord
+from dnslib import AAAA, MX, QTYPE, RCODE, RD, RR, TXT, A, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
 
 from tests.harness import free_port
 
 
 class Zone(BaseResolver):
-    """Records by (name, type); names it has nothing for get NXDOMAIN, other types an empty answer."""
+    """Records by (name, type); names it has nothing for get NXDOMAIN, other types an empty answer,
+    names in `failing` SERVFAIL (a broken authoritative server or a failed DNSSEC validation)."""
 
     def __init__(self) -> None:
-        self.records: dict[tuple[str, str], list[TXT | MX]] = {}
+        self.records: dict[tuple[str, str], list[RD]] = {}
+        self.failing: set[str] = set()
 
     def publish_txt(self, name: str, value: str) -> None:
         # One TXT record holds strings of at most 255 bytes; long values (DKIM keys) span several.
@@ -27,9 +29,21 @@ class Zone(BaseResolver):
     def publish_mx(self, name: str, host: str, priority: int = 10) -> None:
         self.records.setdefault((name.lower(), "MX"), []).append(MX(host, priority))
 
+    def publish_null_mx(self, name: str) -> None:
+        """RFC 7505: the domain accepts no mail."""
+        self.records.setdefault((name.lower(), "MX"), []).append(MX(".", 0))
+
+    def publish_address(self, name: str, address: str) -> None:
+        """An A or AAAA record, by the address's form."""
+        kind, rdata = ("AAAA", AAAA(address)) if ":" in address else ("A", A(address))
+        self.records.setdefault((name.lower(), kind), []).append(rdata)
+
     def resolve(self, request: DNSRecord, handler: DNSHandler) -> DNSRecord:
         reply = request.reply()
         name, qtype = str(request.q.qname).rstrip(".").lower(), QTYPE[request.q.qtype]
+        if name in self.failing:
+            reply.header.rcode = RCODE.SERVFAIL
+            return reply
         for rdata in self.records.get((name, qtype), []):
             reply.add_answer(RR(request.q.qname, request.q.qtype, rdata=rdata, ttl=60))
         if not any(known == name for known, _ in self.records):

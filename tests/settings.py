@@ -28,3 +28,5 @@ MAILSERVICE_API_KEY_CACHE_SECONDS = 0.0
 MAILSERVICE_WEBHOOK_IN_PROCESS = False
 # Webhook receivers in tests listen on loopback.
 MAILSERVICE_WEBHOOK_ALLOW_PRIVATE = True
+# So are the MX hosts of direct-delivery tests.
+MAILSERVICE_MX_ALLOW_PRIVATE = True

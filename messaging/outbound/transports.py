@@ -1,4 +1,5 @@
-"""Where signed messages go: an SMTP relay named by EMAIL_URL, or (unset) a file outbox.
+"""Where signed messages go: an SMTP relay named by EMAIL_URL, recipients' own mail servers
+(`mx://`, messaging/outbound/mx.py), or (unset) a file outbox.
 
   smtp://user:pass@host:587    plain SMTP, upgraded with STARTTLS when the relay offers it
   smtp+tls://user:pass@host:587  STARTTLS required (the send fails if it is not offered)
@@ -17,6 +18,7 @@ DATA together, then the data.
 import functools
 import re
 import smtplib
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -196,14 +198,23 @@ def _reply(code: int, text: bytes | str) -> Reply:
     return Reply(code, " ".join(text.split()))
 
 
+@functools.cache
+def helo_name() -> str:
+    """The name this service gives in EHLO: MAILSERVICE_HELO_NAME, else the FQDN (looked up once per process)."""
+    return settings.MAILSERVICE_HELO_NAME or socket.getfqdn()
+
+
 class SmtpConnection:
+    """One SMTP session, to a relay or (messaging/outbound/mx.py) to an MX host: `config.host` is then
+    the address connected to, with opportunistic STARTTLS and no certificate check (RFC 7435)."""
+
     def __init__(self, config: RelayConfig, timeout: float) -> None:
         if config.security == "tls":
             self.smtp: smtplib.SMTP = smtplib.SMTP_SSL(
-                config.host, config.port, timeout=timeout, context=config.ssl_context()
+                config.host, config.port, local_hostname=helo_name(), timeout=timeout, context=config.ssl_context()
             )
         else:
-            self.smtp = smtplib.SMTP(config.host, config.port, timeout=timeout)
+            self.smtp = smtplib.SMTP(config.host, config.port, local_hostname=helo_name(), timeout=timeout)
         try:
             self.smtp.ehlo()
             if config.security == "starttls" or (
@@ -220,6 +231,13 @@ class SmtpConnection:
     def alive(self) -> bool:
         try:
             return self.smtp.noop()[0] == 250
+        except (OSError, smtplib.SMTPException):
+            return False
+
+    def reset(self) -> bool:
+        """RSET before another transaction on a session kept open; False if the server is gone."""
+        try:
+            return self.smtp.rset()[0] == 250
         except (OSError, smtplib.SMTPException):
             return False
 
@@ -248,7 +266,8 @@ class SmtpConnection:
         options = ""
         if envelope.smtputf8:
             if not self.smtp.has_extn("smtputf8"):
-                return SendResult(final=Reply(553, "the relay does not offer SMTPUTF8, needed for a non-ASCII address"))
+                needed = "the server does not offer SMTPUTF8, needed for a non-ASCII address"
+                return SendResult(final=Reply(553, needed))
             options = " SMTPUTF8 BODY=8BITMIME"
             self.smtp.command_encoding = "utf-8"  # as smtplib's mail() does; rset() goes back to ASCII
         if self.smtp.has_extn("pipelining"):
@@ -366,6 +385,11 @@ class SmtpTransport:
         conn.close()
 
 
+def is_direct_delivery(url: str) -> bool:
+    """EMAIL_URL names direct delivery to recipients' MX hosts (mx://) rather than a relay."""
+    return urlsplit(url).scheme == "mx"
+
+
 _transports: dict[tuple, Transport] = {}
 _transports_lock = threading.Lock()
 
@@ -375,7 +399,11 @@ def transport() -> Transport:
     key = (settings.EMAIL_URL, str(settings.MAILSERVICE_OUTBOX_DIR))
     with _transports_lock:
         if key not in _transports:
-            if settings.EMAIL_URL:
+            if settings.EMAIL_URL and is_direct_delivery(settings.EMAIL_URL):
+                from messaging.outbound.mx import MxTransport  # it builds on this module's SMTP sessions
+
+                _transports[key] = MxTransport()
+            elif settings.EMAIL_URL:
                 _transports[key] = SmtpTransport(
                     RelayConfig.from_url(settings.EMAIL_URL),
                     timeout=settings.MAILSERVICE_SMTP_TIMEOUT,

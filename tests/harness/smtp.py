@@ -4,6 +4,7 @@ import asyncio
 import email
 import email.policy
 import smtplib
+import ssl
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ class Received:
     rcpt_tos: list[str]
     data: bytes
     peer: tuple[str, int]  # the client's address: one per SMTP connection
+    helo: str = ""  # the name the client gave in EHLO
+    tls: bool = False  # the session was upgraded with STARTTLS
 
 
 @dataclass
@@ -35,19 +38,40 @@ class SinkBehaviour:
     pipelining: bool = False  # advertise PIPELINING (RFC 2920) in the EHLO reply, as most relays do
 
 
-class SmtpSink:
-    """A real SMTP server (aiosmtpd) on a loopback port that records what it accepted."""
+class _CountingController(Controller):
+    """Counts the connections the server accepts (the controller's own start-up probe is one)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: "SmtpSink", **kwargs) -> None:
+        super().__init__(sink, **kwargs)
+        self.sink = sink
+
+    def factory(self):  # one call per accepted connection
+        self.sink.connections += 1
+        return super().factory()
+
+
+class SmtpSink:
+    """A real SMTP server (aiosmtpd) on a loopback port that records what it accepted.
+
+    Direct-delivery tests run several on one port at other loopback addresses (127.0.0.2, …: Linux
+    routes all of 127.0.0.0/8 to the loopback interface), some offering STARTTLS."""
+
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int | None = None, tls_context: ssl.SSLContext | None = None
+    ) -> None:
         self.behaviour = SinkBehaviour()
         self.received: list[Received] = []
         self.in_data = 0  # DATA transactions that have started (held or not)
-        self.port = free_port()
-        self.controller = Controller(self, hostname="127.0.0.1", port=self.port, enable_SMTPUTF8=True)
+        self.connections = 0  # connections accepted since smtp_sink() started it
+        self.host = host
+        self.port = port or free_port()
+        self.controller = _CountingController(
+            self, hostname=host, port=self.port, enable_SMTPUTF8=True, tls_context=tls_context
+        )
 
     @property
     def url(self) -> str:
-        return f"smtp://127.0.0.1:{self.port}"
+        return f"smtp://{self.host}:{self.port}"
 
     def message_ids(self) -> Counter:
         """How many times each Message-ID was accepted."""
@@ -82,14 +106,26 @@ class SmtpSink:
             return self.behaviour.data_reply
         if self.behaviour.data_replies:
             return self.behaviour.data_replies.pop(0)
-        self.received.append(Received(envelope.mail_from, list(envelope.rcpt_tos), envelope.content, session.peer))
+        self.received.append(
+            Received(
+                envelope.mail_from,
+                list(envelope.rcpt_tos),
+                envelope.content,
+                session.peer,
+                helo=session.host_name or "",
+                tls=session.ssl is not None,
+            )
+        )
         return "250 2.0.0 OK: queued"
 
 
 @contextmanager
-def smtp_sink() -> Iterator[SmtpSink]:
-    sink = SmtpSink()
+def smtp_sink(
+    *, host: str = "127.0.0.1", port: int | None = None, tls_context: ssl.SSLContext | None = None
+) -> Iterator[SmtpSink]:
+    sink = SmtpSink(host=host, port=port, tls_context=tls_context)
     sink.controller.start()
+    sink.connections = 0  # not the controller's start-up probe
     try:
         yield sink
     finally:

@@ -1,0 +1,310 @@
+"""Direct delivery (EMAIL_URL=mx://): each recipient domain's own mail servers, found in DNS.
+
+Routing (RFC 5321 §5.1, RFC 7505): the MX hosts of the recipient's domain (as an A-label), in
+preference order, shuffled among equal preferences; no MX record makes the domain itself the host
+(implicit MX). A null MX (`0 .`) or a domain that does not exist fails its recipients at once, with
+no connection made; a lookup that fails (SERVFAIL, timeout) or hosts that all fail give a temporary
+reply, so dispatch defers the message with its backoff. A host that refuses the connection or
+greets with anything but 220 passes the turn to the next. Each session upgrades with STARTTLS when
+the host offers it, without checking the certificate (opportunistic, RFC 7435), and stays in clear
+only when it does not or when the upgrade fails.
+
+No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
+server answered, so one dead destination never ends the batch for the others. Bounded whatever DNS
+says: at most MAX_MX_HOSTS hosts and MAX_CONNECTION_ATTEMPTS new connections per recipient domain
+and transaction, none begun after SEARCH_BUDGET_TIMEOUTS SMTP timeouts, each lookup within
+MAILSERVICE_DNS_TIMEOUT (dnspython bounds CNAME chains), each SMTP step within
+MAILSERVICE_SMTP_TIMEOUT. An MX that is an IP literal or `localhost` is never used;
+one that resolves to loopback, private or link-local addresses only with MAILSERVICE_MX_ALLOW_PRIVATE.
+"""
+
+import ipaddress
+import random
+import smtplib
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
+
+import dns.exception
+import dns.name
+import dns.resolver
+import idna
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from domains.dns import dns_resolver
+from mailservice.errors import ValidationFailed
+from messaging.outbound.transports import Connection, Envelope, RelayConfig, Reply, SendResult, SmtpConnection
+
+MAX_MX_HOSTS = 5
+# New connections per recipient domain and transaction, over all its hosts (Postfix's smtp_mx_address_limit).
+MAX_CONNECTION_ATTEMPTS = 5
+# No new host is tried once this many SMTP timeouts have passed looking for one: hosts that accept
+# connections and never greet would otherwise hold the message (and its lease) for 5 timeouts.
+SEARCH_BUDGET_TIMEOUTS = 2
+_DETAIL_CHARS = 300  # a resolver's or server's error, as quoted in a synthesized reply
+
+
+def validate_mx_url(url: str) -> None:
+    """EMAIL_URL=mx:// takes nothing after the scheme and its resolver must be well-formed, or start-up stops."""
+    parts = urlsplit(url)
+    given = {"a host": parts.netloc, "a path": parts.path.strip("/"), "options": parts.query}
+    given["a fragment"] = parts.fragment
+    extra = [what for what, value in given.items() if value]
+    if extra:
+        # Only what was found is named: a URL may carry a password.
+        raise ImproperlyConfigured(
+            f"EMAIL_URL: mx:// takes nothing after the scheme (found {' and '.join(extra)}); see MAILSERVICE_MX_*"
+        )
+    try:
+        dns_resolver()
+    except ValidationFailed as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+
+
+class Undeliverable(Exception):
+    """No session can be had for a domain; `reply` is synthesized to say why (4xx: later, 5xx: never)."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(str(reply))
+        self.reply = reply
+
+
+class _HostSkipped(Exception):
+    """One MX host cannot be used; `transient`: it may be usable later (a lookup failed)."""
+
+    def __init__(self, detail: str, *, transient: bool) -> None:
+        super().__init__(detail)
+        self.transient = transient
+
+
+def _brief(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text[:_DETAIL_CHARS]
+
+
+def a_label(domain: str) -> str:
+    """The domain as DNS asks for it (IDNA 2008 by UTS 46); a permanent failure if it is not a domain name."""
+    try:
+        return idna.encode(domain.rstrip("."), uts46=True).decode("ascii")
+    except UnicodeError as exc:  # idna.IDNAError is one; also an address literal such as [192.0.2.1]
+        raise Undeliverable(Reply(550, f"5.1.2 {domain} is not a domain name mail can be routed to: {exc}")) from None
+
+
+def mx_hosts(resolver: dns.resolver.Resolver, domain: str) -> list[str]:
+    """The hosts to try for `domain` (an A-label), best first, at most MAX_MX_HOSTS; Undeliverable if none may be."""
+    try:
+        answer = resolver.resolve(domain, "MX", search=False)
+    except dns.resolver.NXDOMAIN:
+        raise Undeliverable(Reply(550, f"5.1.2 the domain {domain} does not exist (NXDOMAIN)")) from None
+    except dns.resolver.NoAnswer:
+        return [domain]  # no MX record: the domain is its own mail host (RFC 5321 5.1)
+    except dns.exception.DNSException as exc:  # SERVFAIL, a timeout, a malformed answer: ask again later
+        raise Undeliverable(Reply(451, f"4.4.3 the MX lookup of {domain} failed: {_brief(exc)}")) from None
+    if any(record.exchange == dns.name.root for record in answer):
+        raise Undeliverable(Reply(550, f"5.1.10 {domain} accepts no mail: it publishes a null MX (0 .), RFC 7505"))
+    by_preference: dict[int, list[str]] = {}
+    for record in answer:
+        by_preference.setdefault(record.preference, []).append(record.exchange.to_text(omit_final_dot=True).lower())
+    hosts: list[str] = []
+    for preference in sorted(by_preference):
+        equals = by_preference[preference]
+        random.shuffle(equals)  # spreads the load over a domain's equal hosts, as RFC 5321 5.1 asks
+        hosts += equals
+    return list(dict.fromkeys(hosts))[:MAX_MX_HOSTS]
+
+
+def _is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Reachable on the internet: not loopback, private, link-local, reserved or multicast (nor an IPv6
+    address that maps to such an IPv4 one)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global and not address.is_multicast
+
+
+@dataclass
+class _Session:
+    host: str
+    address: str
+    smtp: SmtpConnection
+
+    def __str__(self) -> str:
+        return f"{self.host} [{self.address}]"
+
+
+class MxConnection:
+    """The batch's SMTP sessions, one per MX address, opened as recipients' domains need them and kept
+    open for the batch: a transaction to a destination already reached reuses its session after RSET."""
+
+    def __init__(self, *, resolver: dns.resolver.Resolver, port: int, timeout: float, allow_private: bool) -> None:
+        self.resolver, self.port, self.timeout, self.allow_private = resolver, port, timeout, allow_private
+        self._sessions: dict[str, _Session] = {}  # by address
+        self._routes: dict[str, list[str] | Undeliverable] = {}  # by domain, for the batch
+
+    def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
+        """One transaction per recipient domain (each to its own servers), merged into one result."""
+        by_domain: dict[str, list[str]] = {}
+        for recipient in envelope.recipients:
+            by_domain.setdefault(recipient.rpartition("@")[2].lower(), []).append(recipient)
+        return _merged(
+            [
+                (recipients, self._send_to(domain, replace(envelope, recipients=recipients), data, name))
+                for domain, recipients in by_domain.items()
+            ]
+        )
+
+    def _send_to(self, domain: str, envelope: Envelope, data: bytes, name: str) -> SendResult:
+        try:
+            session = self._session(domain)
+        except Undeliverable as exc:
+            return SendResult(final=exc.reply)
+        try:
+            return session.smtp.send(envelope=envelope, data=data, name=name)
+        except (OSError, smtplib.SMTPException) as exc:
+            # Not handed to the next host: the data may have arrived before the connection failed.
+            self._drop(session)
+            return SendResult(final=Reply(451, f"4.4.2 the session with {session} failed: {_brief(exc)}"))
+
+    def _route(self, domain: str) -> list[str]:
+        if domain not in self._routes:
+            try:
+                self._routes[domain] = mx_hosts(self.resolver, a_label(domain))
+            except Undeliverable as exc:
+                self._routes[domain] = exc
+        route = self._routes[domain]
+        if isinstance(route, Undeliverable):
+            raise route
+        return route
+
+    def _session(self, domain: str) -> _Session:
+        """A session with the first host of the domain's route that answers; Undeliverable naming the last error."""
+        errors: list[str] = []
+        transient = False
+        attempts = 0
+        deadline = time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout
+        for host in self._route(domain):
+            if time.monotonic() >= deadline:
+                errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
+                break
+            try:
+                addresses = self._addresses(host)
+            except _HostSkipped as exc:
+                errors.append(str(exc))
+                transient = transient or exc.transient
+                continue
+            for address in addresses:
+                if (kept := self._sessions.get(address)) is not None:
+                    if kept.smtp.reset():
+                        return kept
+                    self._drop(kept)
+                if attempts == MAX_CONNECTION_ATTEMPTS or time.monotonic() >= deadline:
+                    break
+                attempts += 1
+                transient = True
+                try:
+                    session = _Session(host, address, self._connect(address))
+                except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
+                    errors.append(f"{host} [{address}]: {_brief(exc)}")
+                    continue
+                self._sessions[address] = session
+                return session
+        last = errors[-1] if errors else "no host to try"
+        if transient:
+            raise Undeliverable(Reply(451, f"4.4.1 no mail host of {domain} could be used ({attempts} tried): {last}"))
+        raise Undeliverable(Reply(550, f"5.4.4 no mail host of {domain} may be used: {last}"))
+
+    def _connect(self, address: str) -> SmtpConnection:
+        """A session with STARTTLS when the host offers it, without a certificate check (RFC 7435)."""
+        clear = RelayConfig(address, self.port, "", "", "none", verify=False)
+        connection = SmtpConnection(clear, self.timeout)
+        if not connection.smtp.has_extn("starttls"):
+            return connection
+        try:
+            connection.smtp.starttls(context=clear.ssl_context())
+            connection.smtp.ehlo()
+            return connection
+        except (OSError, smtplib.SMTPException):
+            connection.close()
+        # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then
+        # delivers in clear over a new connection rather than not at all, as Postfix's "may" level does.
+        return SmtpConnection(clear, self.timeout)
+
+    def _addresses(self, host: str) -> list[str]:
+        """The addresses of an MX host that may be connected to, IPv4 first."""
+        if _is_ip_literal(host):
+            raise _HostSkipped(f"the MX {host} is an IP address, not a host name (RFC 5321 5.1)", transient=False)
+        if host == "localhost" or host.endswith(".localhost"):
+            raise _HostSkipped(f"the MX {host} is a loopback name", transient=False)
+        found: list[str] = []
+        failure = ""
+        for rdtype in ("A", "AAAA"):
+            try:
+                found += [record.address for record in self.resolver.resolve(host, rdtype, search=False)]
+            except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
+                continue
+            except dns.exception.DNSException as exc:
+                failure = f"the {rdtype} lookup of {host} failed: {_brief(exc)}"
+        usable = [a for a in found if self.allow_private or public_address(ipaddress.ip_address(a))]
+        if usable:
+            return usable
+        if failure:
+            raise _HostSkipped(failure, transient=True)
+        if found:
+            refused = ", ".join(found[:3])
+            raise _HostSkipped(
+                f"{host} resolves only to loopback, private or link-local addresses ({refused}); "
+                "MAILSERVICE_MX_ALLOW_PRIVATE is off",
+                transient=False,
+            )
+        raise _HostSkipped(f"{host} has no A or AAAA record", transient=False)
+
+    def _drop(self, session: _Session) -> None:
+        self._sessions.pop(session.address, None)
+        session.smtp.close()
+
+    def close(self) -> None:
+        for session in list(self._sessions.values()):
+            self._drop(session)
+
+
+def _merged(results: list[tuple[list[str], SendResult]]) -> SendResult:
+    """The domains' transactions as one result: a recipient whose transaction did not deliver is refused
+    with the reply that ended it; `final` is the last delivering reply, else the last one."""
+    if len(results) == 1:
+        return results[0][1]
+    merged = SendResult(final=results[-1][1].final)
+    for recipients, result in results:
+        if result.delivered:
+            merged.accepted += result.accepted
+            merged.final = result.final
+        for recipient in recipients:
+            if recipient not in result.accepted or not result.delivered:
+                merged.refused[recipient] = result.refused.get(recipient, result.final)
+    return merged
+
+
+class MxTransport:
+    """Direct delivery; its settings are read at each batch (tests change them while a process runs)."""
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        connection = MxConnection(
+            resolver=dns_resolver(),
+            port=settings.MAILSERVICE_MX_PORT,
+            timeout=settings.MAILSERVICE_SMTP_TIMEOUT,
+            allow_private=settings.MAILSERVICE_MX_ALLOW_PRIVATE,
+        )
+        try:
+            yield connection
+        finally:
+            connection.close()
