@@ -178,3 +178,18 @@ def test_four_concurrent_20_mib_messages_stay_under_the_documented_memory_bound(
     bound = WORKERS * MEMORY_PER_BYTE * len(raw) // MIB
     assert peak - before < bound, f"peak {peak} MiB, {before} MiB before: over the {bound} MiB bound"
     assert Message.objects.filter(subject="big").count() == 4
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"notificationType": "Bounce", "bounce": {"bounceType": "Permanent", "bouncedRecipients": 5}}',
+        '{"notificationType": "Complaint", "complaint": {"complainedRecipients": "a@example.org"}}',
+        '{"notificationType": "Bounce", "bounce": {"bouncedRecipients": [1, "x", null]}}',
+    ],
+)
+def test_a_forged_ses_notification_with_the_wrong_shapes_is_no_report_and_no_crash(body):
+    """An SES notification is outside data: recipients that are not a list of objects name no one (a number
+    there raised TypeError, so the inbound server answered 451 to every retry)."""
+    raw = f"From: no-reply@sns.amazonaws.com\r\nTo: bounces@example.net\r\nSubject: AWS Notification\r\n\r\n{body}\r\n"
+    assert classify(raw.encode()).recipients == []

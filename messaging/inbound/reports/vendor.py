@@ -52,8 +52,7 @@ def _bounced_recipients(bounce: dict[str, Any]) -> list[RecipientReport]:
             status_in(str(entry.get("status", ""))),
             str(entry.get("diagnosticCode", ""))[:HEADER_LIMIT],
         )
-        for entry in bounce.get("bouncedRecipients") or []
-        if isinstance(entry, dict)
+        for entry in _entries(bounce.get("bouncedRecipients"))
     ]
 
 
@@ -63,8 +62,7 @@ def _complained_recipients(complaint: dict[str, Any]) -> list[RecipientReport]:
         RecipientReport(
             bare_address(str(entry.get("emailAddress", ""))), ReportedOutcome.COMPLAINT, feedback_type=feedback_type
         )
-        for entry in complaint.get("complainedRecipients") or []
-        if isinstance(entry, dict)
+        for entry in _entries(complaint.get("complainedRecipients"))
     ]
 
 
@@ -98,3 +96,8 @@ def _cut_notification(text: str) -> dict | None:
             "complaint": {"complainedRecipients": recipients, "complaintFeedbackType": feedback_type},
         }
     return None
+
+
+def _entries(value: Any) -> list[dict[str, Any]]:
+    """The objects of a recipients list; anything else (a forged notification's number or string) is none."""
+    return [entry for entry in value if isinstance(entry, dict)] if isinstance(value, list) else []
