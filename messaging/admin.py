@@ -28,6 +28,7 @@ from messaging.models import Direction, Message, Suppression
 from messaging.outbound.destinations import held_destinations
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.relay_limits import relay_rate_status
+from messaging.outbound.transports import delivery_mode
 from messaging.selectors import delivery_rates, recipient_outcomes
 from messaging.suppressions import normalize_address
 
@@ -320,7 +321,7 @@ class DomainMailAdmin(DomainAdmin):
         return DomainWithRatesChangeList
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
-        relay = {"relay_text": _relay_text(relay_rate_status(), held_destinations())}
+        relay = {"relay_text": f"Delivery: {delivery_mode()}. {_relay_text(relay_rate_status(), held_destinations())}"}
         return super().changelist_view(request, {**relay, **(extra_context or {})})
 
     @admin.display(description=f"Bounces ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")

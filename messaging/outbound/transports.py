@@ -390,6 +390,16 @@ def is_direct_delivery(url: str) -> bool:
     return urlsplit(url).scheme == "mx"
 
 
+def delivery_mode() -> str:
+    """Which way mail leaves, in words for the console (never the relay's credentials)."""
+    if not settings.EMAIL_URL:
+        return f"file outbox ({settings.MAILSERVICE_OUTBOX_DIR}): nothing leaves this machine"
+    if is_direct_delivery(settings.EMAIL_URL):
+        return f"direct to the recipients' MX hosts (mx://, port {settings.MAILSERVICE_MX_PORT})"
+    relay = RelayConfig.from_url(settings.EMAIL_URL)
+    return f"through the relay {relay.host}:{relay.port} ({relay.security})"
+
+
 _transports: dict[tuple, Transport] = {}
 _transports_lock = threading.Lock()
 

@@ -1,5 +1,6 @@
 """Domains in the console: the list at a glance, the DNS records, verification and the sending switches."""
 
+import html
 import re
 from datetime import timedelta
 
@@ -187,6 +188,20 @@ def test_the_list_shows_the_relay_rate_in_force_and_why(operator, settings):
     banner = re.search(r'<small id="relay-rate">(.*?)</small>', operator.get(LIST).content.decode()).group(1)
     assert "Relay rate: 2" in banner and "configured 40.0 messages/s" in banner
     assert "421 4.7.0 Too many connections" in banner
+
+
+@pytest.mark.parametrize(
+    ("email_url", "shown"),
+    [
+        (None, "Delivery: file outbox"),
+        ("smtp://user:secret@relay.example.com:587", "Delivery: through the relay relay.example.com:587"),
+        ("mx://", "Delivery: direct to the recipients' MX hosts (mx://, port 25)"),
+    ],
+)
+def test_the_list_says_which_delivery_mode_is_in_force(operator, settings, email_url, shown):
+    settings.EMAIL_URL, settings.MAILSERVICE_MX_PORT = email_url, 25
+    banner = html.unescape(re.search(r'<small id="relay-rate">(.*?)</small>', operator.get(LIST).content.decode())[1])
+    assert shown in banner and "secret" not in banner
 
 
 def test_a_negative_allowance_is_a_form_error(operator, domain):
