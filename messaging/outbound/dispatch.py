@@ -495,7 +495,7 @@ class _Transactions:
         outcome = _classify(self.message, _merged(self.results))
         detail = f"not sent, the relay connection failed: {error}"
         lost = [(EventType.RECIPIENT_REJECTED, address, detail) for address in unsent]
-        return PartlySent(SendOutcome(outcome.status, [*self.skipped, *outcome.events, *lost]), error)
+        return PartlySent(replace(outcome, events=[*self.skipped, *outcome.events, *lost]), error)
 
     def _outcome(self) -> SendOutcome:
         """The message's outcome from the results; a retry waits for the destination holds they started."""
