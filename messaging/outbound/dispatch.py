@@ -12,16 +12,23 @@ conditional on the same value. No transaction is open during an SMTP conversatio
 A temporary failure (4xx, connection error, timeout) schedules the next attempt with exponential
 backoff and jitter in `next_attempt_at`; the sweeper (`dispatch_sweep`) re-enqueues messages
 that are due, and messages whose first task was lost (broker down at send time, worker killed).
+
+The steps: `send_batch` holds the batch's `LeaseSet` (its lease and the messages still held) and a
+`LazyRelay` (one connection, opened when a message first needs it); `_send_one` takes a message through
+its recipients and suppressions (`_addressees`), the sandbox (`_unsent_outcome`), rendering, the
+destination holds, DKIM (`_signed`), the lease check and its SMTP transactions (`_Transactions`), whose
+results `_classify` turns into a `SendOutcome`: a final status, or a retry.
 """
 
 import logging
 import random
 import smtplib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any, Self
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -40,7 +47,7 @@ from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_addr
 from messaging.outbound.relay_limits import as_text, is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.sandbox import sandbox_outcome
 from messaging.outbound.submitted import submitted_rendering
-from messaging.outbound.transports import Connection, Reply, SendResult, transport
+from messaging.outbound.transports import Connection, Envelope, Reply, SendResult, transport
 from messaging.suppressions import active_suppressions
 
 logger = logging.getLogger(__name__)
@@ -99,9 +106,12 @@ def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]
 
 @dataclass(frozen=True)
 class SendOutcome:
-    status: str  # a Status, or ACCEPTED for "retry later"
+    """What one attempt came to: the message's final status, or (`retry`) back to the queue for another attempt."""
+
+    status: str  # the Status recorded: a final one, or ACCEPTED (the message stays queued) with `retry`
     events: list[tuple[str, str, str]]  # (type, recipient, detail)
     last_error: str = ""
+    retry: bool = False
     retry_at: datetime | None = None  # the next attempt, instead of the backoff schedule
     charged: bool = True  # False: no attempt was made after all (a hold, a slow-down): it is given back
     slow_down: bool = False  # the relay asked the fleet to slow down: stop this batch
@@ -128,12 +138,26 @@ def _recipients(message: Message) -> dict[str, str]:
     return recipients
 
 
+def _retry(
+    events: list[tuple[str, str, str]],
+    last_error: str,
+    *,
+    retry_at: datetime | None = None,
+    charged: bool = True,
+    slow_down: bool = False,
+) -> SendOutcome:
+    """Another attempt later (`retry_at`, else the backoff schedule): the message stays accepted."""
+    return SendOutcome(
+        Status.ACCEPTED, events, last_error, retry=True, retry_at=retry_at, charged=charged, slow_down=slow_down
+    )
+
+
 def _temporary(message: Message, error: str) -> SendOutcome:
     if message.attempts >= settings.MAILSERVICE_DISPATCH_MAX_ATTEMPTS:
         return SendOutcome(
             Status.FAILED, [(EventType.FAILED, "", f"attempt {message.attempts}, giving up: {error}")], error
         )
-    return SendOutcome(Status.ACCEPTED, [(EventType.DEFERRED, "", f"attempt {message.attempts}: {error}")], error)
+    return _retry([(EventType.DEFERRED, "", f"attempt {message.attempts}: {error}")], error)
 
 
 def _classify(message: Message, result: SendResult) -> SendOutcome:
@@ -165,7 +189,7 @@ def _record(message: Message, outcome: SendOutcome, now: datetime) -> bool:
     """Write the outcome if this worker still holds the lease; False if it lost it."""
     fields: dict = {"status": outcome.status, "last_error": outcome.last_error, "lease_expires_at": None}
     fields["next_attempt_at"] = (
-        (outcome.retry_at or now + retry_delay(attempt=message.attempts)) if outcome.status == Status.ACCEPTED else None
+        (outcome.retry_at or now + retry_delay(attempt=message.attempts)) if outcome.retry else None
     )
     if not outcome.charged:
         fields["attempts"] = message.attempts - 1
@@ -234,12 +258,90 @@ def _renew_leases(messages: list[Message], lease: BatchLease) -> set[int]:
     return held
 
 
+class LeaseSet:
+    """The batch's lease and the messages still held under it, in batch order: a message leaves the set
+    when its outcome is recorded, or when a renewal finds it taken over or paused."""
+
+    def __init__(self, messages: list[Message], lease: BatchLease) -> None:
+        self.lease = lease
+        self._held = list(messages)
+
+    def holds(self, message: Message) -> bool:
+        return any(held.pk == message.pk for held in self._held)
+
+    def renew_if_stale(self) -> None:
+        """Renew the leases of the messages still held if the last check is older than LEASE_CHECK_SECONDS."""
+        if self.lease.stale():
+            renewed = _renew_leases(self._held, self.lease)
+            self._held = [message for message in self._held if message.pk in renewed]
+
+    def confirm(self, message: Message) -> bool:
+        """Whether `message` is still ours, after renewing the leases if the last check is stale."""
+        if self.holds(message):
+            self.renew_if_stale()
+        return self.holds(message)
+
+    def settle(self, message: Message) -> None:
+        """The message's outcome is recorded (or refused, the lease lost): it is no longer renewed or released."""
+        self._held = [held for held in self._held if held.pk != message.pk]
+
+    def release_rest(self) -> None:
+        """Give back every message still held, without using up its attempt."""
+        _release(self._held, self.lease)
+        self._held = []
+
+
+class LazyRelay:
+    """The batch's relay connection: opened on first use, holding one of the fleet's relay connection
+    slots, and closed (the slot given back) when the batch ends."""
+
+    def __init__(self) -> None:
+        self._stack = ExitStack()
+        self._connection: Connection | None = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> bool | None:
+        return self._stack.__exit__(*exc_info)
+
+    def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
+        if self._connection is None:
+            self._stack.enter_context(relay_connection_slot())
+            self._connection = self._stack.enter_context(transport().connection())
+        return self._connection.send(envelope=envelope, data=data, name=name)
+
+
+@dataclass
+class _Batch:
+    """What each message of a batch is sent with: read once per batch, and its one relay connection."""
+
+    leases: LeaseSet
+    relay: LazyRelay
+    suppressed: set[tuple[int, str]]
+    signing_keys: dict[int, SigningKey]
+    holds: BatchHolds
+
+    @classmethod
+    def read(cls, messages: list[Message], leases: LeaseSet, relay: LazyRelay) -> Self:
+        return cls(
+            leases=leases,
+            relay=relay,
+            suppressed=_suppressed(messages),
+            signing_keys=dkim_signing_keys(domain_ids={message.domain_id for message in messages}),
+            holds=BatchHolds(address for message in messages for address in _wire_addresses(message)),
+        )
+
+    def cleared(self, message: Message) -> bool:
+        """A permit from the relay's rate (it may wait), then the lease check, right before SMTP."""
+        relay_permit()
+        return self.leases.confirm(message)
+
+
 def _not_sent(message: Message, *, retry_at: datetime, why: str, slow_down: bool = False) -> SendOutcome:
     """Put a claimed message back until `retry_at` without using an attempt: held, or the relay asked to slow down."""
     detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC"
-    return SendOutcome(
-        Status.ACCEPTED, [(EventType.DEFERRED, "", detail)], why, retry_at=retry_at, charged=False, slow_down=slow_down
-    )
+    return _retry([(EventType.DEFERRED, "", detail)], why, retry_at=retry_at, charged=False, slow_down=slow_down)
 
 
 class PartlySent(Exception):
@@ -280,100 +382,152 @@ def _merged(results: list[tuple[list[str], SendResult]]) -> SendResult:
     return merged
 
 
-def _send_one(
-    message: Message,
-    open_connection: Callable[[], Connection],
-    *,
-    suppressed_in_batch: set[tuple[int, str]],
-    signing_keys: dict[int, SigningKey],
-    holds: BatchHolds,
-    cleared: Callable[[], bool],
-) -> SendOutcome | None:
-    """Deliver one claimed message whose lease the worker holds, within the relay's limits.
+@dataclass(frozen=True)
+class _Addressees:
+    """A message's envelope recipients, split by the domain's suppression list."""
 
-    `cleared()` is asked right before SMTP (it may wait for the relay's rate): None if it says the
-    lease is no longer held. The recipients' transactions (`_transactions`) go one after the other
-    over one connection, with the same signed data; a 421 or a slow-down answer ends them, the
-    recipients left are refused with it."""
-    try:
-        recipients = _recipients(message)
-        suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
-        notice = "the address is on the domain's suppression list"
-        skipped = [(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed]
-        wire = [sent for address, sent in recipients.items() if address not in suppressed]
-        if not wire:
-            error = "every recipient is on the suppression list"
-            return SendOutcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
-        if message.is_test:
-            status, events = sandbox_outcome(recipients=wire)
-            return SendOutcome(status, [*skipped, *events])
-        rendered = submitted_rendering(message) if message.submitted else render_message(message)
-        return_path_domain = settings.MAILSERVICE_RETURN_PATH_DOMAIN
-        envelopes = [
-            (
-                addresses,
-                envelope_for(
-                    message=message, recipients=addresses, return_path_domain=return_path_domain, recipient_index=index
-                ),
-            )
-            for index, addresses in _transactions(recipients, wire)
-        ]
-    except UnsendableMessage as exc:
-        return SendOutcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
-    if held := holds.held_until(wire):
-        return _not_sent(message, retry_at=held[0], why=held[1])
-    message.message_id_header = rendered.message_id
+    recipients: dict[str, str]  # every recipient: {as the suppression list keys it: as sent}
+    wire: list[str]  # the ones it is sent to
+    skipped: Sequence[tuple[str, str, str]]  # a `suppressed` event for each of the others
+
+
+def _addressees(message: Message, suppressed_in_batch: set[tuple[int, str]]) -> _Addressees:
+    recipients = _recipients(message)
+    suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
+    notice = "the address is on the domain's suppression list"
+    skipped = [(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed]
+    wire = [sent for address, sent in recipients.items() if address not in suppressed]
+    return _Addressees(recipients, wire, skipped)
+
+
+def _unsent_outcome(message: Message, addressees: _Addressees) -> SendOutcome | None:
+    """The outcome of a message that never reaches SMTP: every recipient suppressed, or a test key's (the sandbox)."""
+    skipped = addressees.skipped
+    if not addressees.wire:
+        error = "every recipient is on the suppression list"
+        return SendOutcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
+    if message.is_test:
+        status, events = sandbox_outcome(recipients=addressees.wire)
+        return SendOutcome(status, [*skipped, *events])
+    return None
+
+
+def _envelopes(message: Message, addressees: _Addressees) -> list[tuple[list[str], Envelope]]:
+    """(RCPT TO addresses, envelope) of each SMTP transaction the message takes (`_transactions`)."""
+    return [
+        (
+            addresses,
+            envelope_for(
+                message=message,
+                recipients=addresses,
+                return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN,
+                recipient_index=index,
+            ),
+        )
+        for index, addresses in _transactions(addressees.recipients, addressees.wire)
+    ]
+
+
+def _signed(message: Message, data: bytes, signing_keys: dict[int, SigningKey]) -> bytes:
+    """The rendered message with its domain's DKIM signature; SigningKeyUnavailable without a usable key."""
     # Only a domain's active key signs: a rotated-in key becomes active once its record is found.
     key = signing_keys.get(message.domain_id)
+    if key is None:
+        raise SigningKeyUnavailable("the domain has no active DKIM key")
+    private_key = stored_private_key(key)
+    return dkim_sign(data=data, domain=message.domain.name, selector=key.selector, private_key=private_key)
+
+
+@dataclass
+class _Transactions:
+    """A message's SMTP transactions (`_transactions`), one after the other over the batch's connection with
+    the same signed data; a 421 or a slow-down answer ends them, the recipients left are refused with it."""
+
+    message: Message
+    envelopes: list[tuple[list[str], Envelope]]
+    data: bytes
+    batch: _Batch
+    skipped: Sequence[tuple[str, str, str]]
+    results: list[tuple[list[str], SendResult]] = field(default_factory=list)  # RCPT TO addresses, result
+    hold_ends: list[datetime] = field(default_factory=list)  # the destination holds they started
+    slow_down: bool = False  # the relay asked the fleet to slow down
+
+    def run(self) -> SendOutcome:
+        for number, (addresses, _) in enumerate(self.envelopes):
+            if number:
+                # The relay counts each transaction as a message. The lease checked by `cleared()` is not
+                # asked again: once a recipient has the message the rest follow, within the lease.
+                relay_permit()
+            result = self._send(number)
+            self.results.append((addresses, result))
+            if is_slow_down(result.final) and not result.delivered:
+                relay_slow_down(reply=str(result.final))
+                if not self._delivered_any():
+                    # Due again at once: the lowered shared rate spaces the next tries, whichever worker makes them.
+                    why = f"the relay asked to slow down: {result.final}"
+                    return _not_sent(self.message, retry_at=timezone.now(), why=why, slow_down=True)
+                self.slow_down = True
+            if (hold_end := self.batch.holds.observe(result, addresses)) is not None:
+                self.hold_ends.append(hold_end)
+            if self.slow_down or result.final.code == 421:
+                self.results += [(rest, SendResult(final=result.final)) for rest, _ in self.envelopes[number + 1 :]]
+                break
+        return self._outcome()
+
+    def _delivered_any(self) -> bool:
+        return any(result.delivered for _, result in self.results)
+
+    def _send(self, number: int) -> SendResult:
+        """Transaction `number`; PartlySent if the connection fails after an earlier one delivered."""
+        message, envelope = self.message, self.envelopes[number][1]
+        name = message.public_id if len(self.envelopes) == 1 else f"{message.public_id}.{number}"
+        try:
+            result = self.batch.relay.send(envelope=envelope, data=self.data, name=name)
+        except (OSError, smtplib.SMTPException) as exc:
+            if not self._delivered_any():
+                raise  # nobody has it yet: the whole message is tried again
+            unsent = [address for rest, _ in self.envelopes[number:] for address in rest]
+            raise self._partly_sent(unsent, _error_text(exc)) from exc
+        metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
+        return result
+
+    def _partly_sent(self, unsent: list[str], error: str) -> PartlySent:
+        outcome = _classify(self.message, _merged(self.results))
+        detail = f"not sent, the relay connection failed: {error}"
+        lost = [(EventType.RECIPIENT_REJECTED, address, detail) for address in unsent]
+        return PartlySent(replace(outcome, events=[*self.skipped, *outcome.events, *lost]), error)
+
+    def _outcome(self) -> SendOutcome:
+        """The message's outcome from the results; a retry waits for the destination holds they started."""
+        outcome = _classify(self.message, _merged(self.results))
+        retry_at = max(self.hold_ends) if self.hold_ends and outcome.retry else None
+        events = [*self.skipped, *outcome.events]
+        return replace(outcome, events=events, retry_at=retry_at, slow_down=self.slow_down)
+
+
+def _send_one(message: Message, batch: _Batch) -> SendOutcome | None:
+    """Deliver one claimed message whose lease the worker holds, within the relay's limits.
+
+    `batch.cleared()` is asked right before SMTP (it may wait for the relay's rate): None if it says
+    the lease is no longer held."""
     try:
-        if key is None:
-            raise SigningKeyUnavailable("the domain has no active DKIM key")
-        private_key = stored_private_key(key)
+        addressees = _addressees(message, batch.suppressed)
+        if unsent := _unsent_outcome(message, addressees):
+            return unsent
+        rendered = submitted_rendering(message) if message.submitted else render_message(message)
+        envelopes = _envelopes(message, addressees)
+    except UnsendableMessage as exc:
+        return SendOutcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
+    if held := batch.holds.held_until(addressees.wire):
+        return _not_sent(message, retry_at=held[0], why=held[1])
+    message.message_id_header = rendered.message_id
+    try:
+        signed = _signed(message, rendered.data, batch.signing_keys)
     except SigningKeyUnavailable as exc:
         return _temporary(message, f"not signed, not sent: {exc}")
-    signed = dkim_sign(data=rendered.data, domain=message.domain.name, selector=key.selector, private_key=private_key)
-    if not cleared():
+    if not batch.cleared(message):
         return None
-    relay = open_connection()
-    results: list[tuple[list[str], SendResult]] = []
-    hold_ends: list[datetime] = []
-    slow_down = False
-    for number, (addresses, envelope) in enumerate(envelopes):
-        if number:
-            # The relay counts each transaction as a message. The lease checked by `cleared()` is not
-            # asked again: once a recipient has the message the rest follow, within the lease.
-            relay_permit()
-        name = message.public_id if len(envelopes) == 1 else f"{message.public_id}.{number}"
-        try:
-            result = relay.send(envelope=envelope, data=signed, name=name)
-        except (OSError, smtplib.SMTPException) as exc:
-            if not any(done.delivered for _, done in results):
-                raise  # nobody has it yet: the whole message is tried again
-            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            unsent = [address for rest, _ in envelopes[number:] for address in rest]
-            outcome = _classify(message, _merged(results))
-            detail = f"not sent, the relay connection failed: {error}"
-            lost = [(EventType.RECIPIENT_REJECTED, address, detail) for address in unsent]
-            raise PartlySent(SendOutcome(outcome.status, [*skipped, *outcome.events, *lost]), error) from exc
-        metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
-        results.append((addresses, result))
-        if is_slow_down(result.final) and not result.delivered:
-            relay_slow_down(reply=str(result.final))
-            if not any(done.delivered for _, done in results):
-                # Due again at once: the lowered shared rate spaces the next tries, whichever worker makes them.
-                why = f"the relay asked to slow down: {result.final}"
-                return _not_sent(message, retry_at=timezone.now(), why=why, slow_down=True)
-            slow_down = True
-        if (hold_end := holds.observe(result, addresses)) is not None:
-            hold_ends.append(hold_end)
-        if slow_down or result.final.code == 421:
-            results += [(rest, SendResult(final=result.final)) for rest, _ in envelopes[number + 1 :]]
-            break
-    outcome = _classify(message, _merged(results))
-    retry_at = max(hold_ends) if hold_ends and outcome.status == Status.ACCEPTED else None
-    return SendOutcome(
-        outcome.status, [*skipped, *outcome.events], outcome.last_error, retry_at=retry_at, slow_down=slow_down
-    )
+    return _Transactions(message, envelopes, signed, batch, addressees.skipped).run()
 
 
 def _log_outcome(message: Message, outcome: SendOutcome) -> None:
@@ -416,6 +570,33 @@ def dispatch_batch_counted(
     return BatchCounts(claimed=len(messages), recorded=send_batch(messages, lease, on_slow_down=on_slow_down))
 
 
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _connection_failed(message: Message, exc: OSError | smtplib.SMTPException | PartlySent) -> SendOutcome:
+    """The outcome of the message in flight when the relay connection failed, and the fleet's slow-down
+    when the relay refused the connection at its cap."""
+    error = str(exc) if isinstance(exc, PartlySent) else _error_text(exc)
+    logger.warning("dispatch of %s: the relay connection failed: %s", message.public_id, error)
+    metrics.RELAY_REPLIES.labels(reply_class="connection_error").inc()
+    if isinstance(exc, ConnectionRefusedError) or (
+        isinstance(exc, smtplib.SMTPConnectError) and is_slow_down(Reply(exc.smtp_code, as_text(exc.smtp_error)))
+    ):
+        relay_slow_down(reply=error)  # refused at the relay's connection cap: the fleet backs off together
+    return exc.outcome if isinstance(exc, PartlySent) else _temporary(message, error)
+
+
+def _record_attempt(message: Message, outcome: SendOutcome) -> bool:
+    """Record the outcome durably, counted and logged; False if the lease was lost meanwhile."""
+    if not _record_durably(message, outcome):
+        return False
+    if not message.is_test:  # a simulated outcome is no delivery, bounce or complaint
+        metrics.dispatch_recorded(domain=message.domain.name, status=outcome.status, accepted_at=message.created_at)
+    _log_outcome(message, outcome)
+    return True
+
+
 def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Callable[[], None] | None = None) -> int:
     """Send claimed messages over one connection, checking the lease as LEASE_CHECK_SECONDS says.
 
@@ -425,72 +606,26 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
     recipients got it, `PartlySent`, the message is recorded as it stands). So is the rest of a batch
     the relay asked to slow down in; `on_slow_down` is then called to have it picked up again.
     """
-    handled, current, held = 0, 0, {message.pk for message in messages}
+    leases, recorded, in_flight = LeaseSet(messages, lease), 0, messages[0]
     try:
-        with ExitStack() as stack:
-            opened: list[Connection] = []
-
-            def relay() -> Connection:
-                if not opened:
-                    stack.enter_context(relay_connection_slot())
-                    opened.append(stack.enter_context(transport().connection()))
-                return opened[0]
-
-            suppressed = _suppressed(messages)
-            signing_keys = dkim_signing_keys(domain_ids={message.domain_id for message in messages})
-            holds = BatchHolds(address for message in messages for address in _wire_addresses(message))
-
-            def cleared() -> bool:
-                """A permit from the relay's rate (it may wait), then the lease check, right before SMTP."""
-                nonlocal held
-                relay_permit()
-                if lease.stale():
-                    held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
-                return messages[current].pk in held
-
-            for current, message in enumerate(messages):
-                if message.pk in held and lease.stale():
-                    held = _renew_leases([m for m in messages[current:] if m.pk in held], lease)
-                if message.pk not in held:
+        with LazyRelay() as relay:
+            batch = _Batch.read(messages, leases, relay)
+            for in_flight in messages:
+                outcome = _send_one(in_flight, batch) if leases.confirm(in_flight) else None
+                if outcome is None:  # taken over or paused meanwhile: not ours to send or record
                     continue
-                outcome = _send_one(
-                    message,
-                    relay,
-                    suppressed_in_batch=suppressed,
-                    signing_keys=signing_keys,
-                    holds=holds,
-                    cleared=cleared,
-                )
-                if outcome is None:
-                    continue
-                if _record_durably(message, outcome):
-                    handled += 1
-                    if not message.is_test:  # a simulated outcome is no delivery, bounce or complaint
-                        metrics.dispatch_recorded(
-                            domain=message.domain.name, status=outcome.status, accepted_at=message.created_at
-                        )
-                    _log_outcome(message, outcome)
+                recorded += _record_attempt(in_flight, outcome)
+                leases.settle(in_flight)
                 if outcome.slow_down:  # the relay may have closed the connection too: the rest waits its turn
-                    _release([m for m in messages[current + 1 :] if m.pk in held], lease)
+                    leases.release_rest()
                     if on_slow_down is not None:
                         on_slow_down()
                     break
     except (OSError, smtplib.SMTPException, PartlySent) as exc:
-        partly = exc if isinstance(exc, PartlySent) else None
-        error = str(exc) if partly else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        logger.warning("dispatch of %s: the relay connection failed: %s", messages[current].public_id, error)
-        metrics.RELAY_REPLIES.labels(reply_class="connection_error").inc()
-        if isinstance(exc, ConnectionRefusedError) or (
-            isinstance(exc, smtplib.SMTPConnectError) and is_slow_down(Reply(exc.smtp_code, as_text(exc.smtp_error)))
-        ):
-            relay_slow_down(reply=error)  # refused at the relay's connection cap: the fleet backs off together
-        failed = messages[current]
-        outcome = partly.outcome if partly else _temporary(failed, error)
-        if _record_durably(failed, outcome):
-            handled += 1
-            metrics.dispatch_recorded(domain=failed.domain.name, status=outcome.status, accepted_at=failed.created_at)
-        _release([message for message in messages[current + 1 :] if message.pk in held], lease)
-    return handled
+        recorded += _record_attempt(in_flight, _connection_failed(in_flight, exc))
+        leases.settle(in_flight)
+        leases.release_rest()
+    return recorded
 
 
 def dispatch_sweep(*, enqueue: Callable[[], object]) -> int:
