@@ -144,7 +144,7 @@ class MessageAdmin(ConsoleModelAdmin):
             "",
             "<tr><td>{}</td><td><strong>{}</strong></td><td>{}</td><td>{}</td></tr>",
             (
-                (outcome.address, outcome.label, outcome.status_code, outcome.detail)
+                (outcome.address, outcome.label, outcome.enhanced_status, outcome.detail)
                 for outcome in recipient_outcomes(message=message)
             ),
         )
@@ -165,7 +165,7 @@ class MessageAdmin(ConsoleModelAdmin):
                     console_time(event.created_at),
                     event.get_type_display(),
                     event.recipient,
-                    event.status_code or event.feedback_type,
+                    event.enhanced_status or event.feedback_type,
                     event.detail,
                 )
                 for event in message.events.all()

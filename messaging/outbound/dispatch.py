@@ -32,7 +32,7 @@ from domains.selectors import SigningKey, dkim_signing_keys
 from domains.sending import domain_unpaused, global_paused, unpaused
 from mailservice import metrics
 from messaging import sql
-from messaging.models import EventType, Message, MessageEvent, Status
+from messaging.models import BounceType, EventRecord, EventType, Message, MessageEvent, Status
 from messaging.outbound.destinations import BatchHolds
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.outbound.fairness import fair_claim_ids
@@ -100,7 +100,7 @@ def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]
 @dataclass(frozen=True)
 class SendOutcome:
     status: str  # a Status, or ACCEPTED for "retry later"
-    events: list[tuple[str, str, str]]  # (type, recipient, detail)
+    events: list[EventRecord]
     last_error: str = ""
     retry_at: datetime | None = None  # the next attempt, instead of the backoff schedule
     charged: bool = True  # False: no attempt was made after all (a hold, a slow-down): it is given back
@@ -128,22 +128,47 @@ def _recipients(message: Message) -> dict[str, str]:
     return recipients
 
 
-def _temporary(message: Message, error: str) -> SendOutcome:
+def _reply_event(
+    kind: str, recipient: str, reply: Reply, *, detail: str | None = None, bounce: bool = False
+) -> EventRecord:
+    """An event about the relay's `reply`, its parts recorded as fields; its detail is the reply itself unless given.
+    A bounce is soft when its enhanced status (else its reply code) is a 4xx one: decided here, once."""
+    bounce_type = ""
+    if bounce:
+        bounce_type = BounceType.SOFT if (reply.enhanced_status or str(reply.code)).startswith("4") else BounceType.HARD
+    return EventRecord(
+        kind,
+        recipient,
+        str(reply) if detail is None else detail,
+        smtp_code=reply.code,
+        enhanced_status=reply.enhanced_status,
+        diagnostic=reply.text,
+        bounce_type=bounce_type,
+        remote_host=transport().host,
+    )
+
+
+def _temporary(message: Message, error: str, reply: Reply | None = None) -> SendOutcome:
+    """Retry later, or give up once the attempts are used up; `reply`: the relay's answer behind `error`, if any."""
     if message.attempts >= settings.MAILSERVICE_DISPATCH_MAX_ATTEMPTS:
-        return SendOutcome(
-            Status.FAILED, [(EventType.FAILED, "", f"attempt {message.attempts}, giving up: {error}")], error
-        )
-    return SendOutcome(Status.ACCEPTED, [(EventType.DEFERRED, "", f"attempt {message.attempts}: {error}")], error)
+        kind, detail, status = EventType.FAILED, f"attempt {message.attempts}, giving up: {error}", Status.FAILED
+    else:
+        kind, detail, status = EventType.DEFERRED, f"attempt {message.attempts}: {error}", Status.ACCEPTED
+    event = EventRecord(kind, "", detail) if reply is None else _reply_event(kind, "", reply, detail=detail)
+    return SendOutcome(status, [event], error)
 
 
 def _classify(message: Message, result: SendResult) -> SendOutcome:
-    rejected = [(EventType.RECIPIENT_REJECTED, rcpt, str(reply)) for rcpt, reply in result.refused.items()]
+    rejected = [
+        _reply_event(EventType.RECIPIENT_REJECTED, rcpt, reply, bounce=True) for rcpt, reply in result.refused.items()
+    ]
     if result.delivered:
-        return SendOutcome(Status.DELIVERED, [*rejected, (EventType.DELIVERED, "", str(result.final))])
+        return SendOutcome(Status.DELIVERED, [*rejected, _reply_event(EventType.DELIVERED, "", result.final)])
     replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
     if all(reply.code >= 500 for reply in replies):
-        return SendOutcome(Status.BOUNCED, [*rejected, (EventType.BOUNCED, "", str(result.final))], str(result.final))
-    return _temporary(message, str(result.final))
+        bounced = _reply_event(EventType.BOUNCED, "", result.final, bounce=True)
+        return SendOutcome(Status.BOUNCED, [*rejected, bounced], str(result.final))
+    return _temporary(message, str(result.final), result.final)
 
 
 def _suppressed(messages: list[Message]) -> set[tuple[int, str]]:
@@ -177,10 +202,7 @@ def _record(message: Message, outcome: SendOutcome, now: datetime) -> bool:
         mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
         if mine.update(**fields, updated_at=now) != 1:
             return False
-        MessageEvent.objects.bulk_create(
-            MessageEvent(message=message, type=kind, recipient=recipient, detail=detail)
-            for kind, recipient, detail in outcome.events
-        )
+        MessageEvent.objects.bulk_create(event.row(message) for event in outcome.events)
     return True
 
 
@@ -237,9 +259,8 @@ def _renew_leases(messages: list[Message], lease: BatchLease) -> set[int]:
 def _not_sent(message: Message, *, retry_at: datetime, why: str, slow_down: bool = False) -> SendOutcome:
     """Put a claimed message back until `retry_at` without using an attempt: held, or the relay asked to slow down."""
     detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC"
-    return SendOutcome(
-        Status.ACCEPTED, [(EventType.DEFERRED, "", detail)], why, retry_at=retry_at, charged=False, slow_down=slow_down
-    )
+    deferred = EventRecord(EventType.DEFERRED, "", detail)
+    return SendOutcome(Status.ACCEPTED, [deferred], why, retry_at=retry_at, charged=False, slow_down=slow_down)
 
 
 class PartlySent(Exception):
@@ -299,11 +320,13 @@ def _send_one(
         recipients = _recipients(message)
         suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
         notice = "the address is on the domain's suppression list"
-        skipped = [(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed]
+        skipped = [
+            EventRecord(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed
+        ]
         wire = [sent for address, sent in recipients.items() if address not in suppressed]
         if not wire:
             error = "every recipient is on the suppression list"
-            return SendOutcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
+            return SendOutcome(Status.FAILED, [*skipped, EventRecord(EventType.FAILED, "", error)], error)
         if message.is_test:
             status, events = sandbox_outcome(recipients=wire)
             return SendOutcome(status, [*skipped, *events])
@@ -319,7 +342,7 @@ def _send_one(
             for index, addresses in _transactions(recipients, wire)
         ]
     except UnsendableMessage as exc:
-        return SendOutcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
+        return SendOutcome(Status.FAILED, [EventRecord(EventType.FAILED, "", str(exc))], str(exc))
     if held := holds.held_until(wire):
         return _not_sent(message, retry_at=held[0], why=held[1])
     message.message_id_header = rendered.message_id
@@ -353,7 +376,13 @@ def _send_one(
             unsent = [address for rest, _ in envelopes[number:] for address in rest]
             outcome = _classify(message, _merged(results))
             detail = f"not sent, the relay connection failed: {error}"
-            lost = [(EventType.RECIPIENT_REJECTED, address, detail) for address in unsent]
+            # Never retried (the others have it): a hard bounce for these recipients, as the webhook says.
+            lost = [
+                EventRecord(
+                    EventType.RECIPIENT_REJECTED, address, detail, diagnostic=detail, bounce_type=BounceType.HARD
+                )
+                for address in unsent
+            ]
             raise PartlySent(SendOutcome(outcome.status, [*skipped, *outcome.events, *lost]), error) from exc
         metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
         results.append((addresses, result))

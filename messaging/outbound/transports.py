@@ -41,6 +41,10 @@ class Envelope:
     smtputf8: bool
 
 
+# RFC 3463's enhanced status code at the start of a reply's text (RFC 2034): "5.1.1 user unknown".
+_ENHANCED_STATUS = re.compile(r"[245]\.\d{1,3}\.\d{1,3}\b")
+
+
 @dataclass(frozen=True)
 class Reply:
     code: int
@@ -48,6 +52,12 @@ class Reply:
 
     def __str__(self) -> str:
         return f"{self.code} {self.text}".strip()
+
+    @property
+    def enhanced_status(self) -> str:
+        """The reply's enhanced status code, e.g. 5.1.1; "" when the relay gave none."""
+        found = _ENHANCED_STATUS.match(self.text.lstrip(" -"))
+        return found.group() if found else ""
 
 
 @dataclass
@@ -72,6 +82,8 @@ class Connection(Protocol):
 
 
 class Transport(Protocol):
+    host: str  # the relay that answers, recorded with the events of its replies ("" for the file outbox)
+
     def connection(self) -> AbstractContextManager[Connection]: ...
 
 
@@ -92,6 +104,8 @@ class OutboxConnection:
 
 
 class OutboxTransport:
+    host = ""
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
@@ -337,6 +351,7 @@ class SmtpTransport:
 
     def __init__(self, config: RelayConfig, *, timeout: float, pool_size: int) -> None:
         self.config, self.timeout, self.pool_size = config, timeout, pool_size
+        self.host = config.host
         self._idle: list[SmtpConnection] = []
         self._lock = threading.Lock()
 
