@@ -24,7 +24,7 @@ from mailservice.console import (
     sandboxed_html,
 )
 from mailservice.errors import ApiError
-from messaging.models import Direction, Message, Suppression
+from messaging.models import Direction, Message, MessageEvent, Suppression
 from messaging.outbound.destinations import held_destinations
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.relay_limits import relay_rate_status
@@ -54,6 +54,13 @@ def _mailbox_list(field: str, label: str) -> Callable[[Any, Message], str]:
         return ", ".join(getattr(message, field) or []) or "—"
 
     return column
+
+
+def _event_status(event: MessageEvent) -> str:
+    """The timeline's Status cell: the reply code, enhanced status and bounce type, or a complaint's feedback type."""
+    bounce = f"({event.bounce_type})" if event.bounce_type else ""
+    parts = (str(event.smtp_code or ""), event.enhanced_status, bounce, event.feedback_type)
+    return " ".join(part for part in parts if part)
 
 
 class MessageChangeList(ChangeList):
@@ -145,7 +152,7 @@ class MessageAdmin(ConsoleModelAdmin):
             "",
             "<tr><td>{}</td><td><strong>{}</strong></td><td>{}</td><td>{}</td></tr>",
             (
-                (outcome.address, outcome.label, outcome.status_code, outcome.detail)
+                (outcome.address, outcome.label, outcome.enhanced_status, outcome.detail)
                 for outcome in recipient_outcomes(message=message)
             ),
         )
@@ -160,13 +167,14 @@ class MessageAdmin(ConsoleModelAdmin):
         rows = format_html_join(
             "",
             "<tr><td style='white-space:nowrap'>{}</td><td><strong>{}</strong></td><td>{}</td><td>{}</td>"
-            "<td>{}</td></tr>",
+            "<td>{}</td><td>{}</td></tr>",
             (
                 (
                     console_time(event.created_at),
                     event.get_type_display(),
                     event.recipient,
-                    event.status_code or event.feedback_type,
+                    _event_status(event),
+                    event.remote_host,
                     event.detail,
                 )
                 for event in message.events.all()
@@ -174,8 +182,8 @@ class MessageAdmin(ConsoleModelAdmin):
         )
         return format_html(
             '<table id="timeline" style="width:100%"><thead><tr><th>When</th><th>Event</th><th>Recipient</th>'
-            "<th>Status</th><th>Detail</th></tr></thead><tbody>{}</tbody></table>",
-            rows or mark_safe("<tr><td colspan=5>No events yet</td></tr>"),  # noqa: S308 - a constant
+            "<th>Status</th><th>Relay</th><th>Detail</th></tr></thead><tbody>{}</tbody></table>",
+            rows or mark_safe("<tr><td colspan=6>No events yet</td></tr>"),  # noqa: S308 - a constant
         )
 
     @admin.display(description="Envelope from")

@@ -1,3 +1,5 @@
+from dataclasses import asdict, dataclass
+
 from django.db import models
 from django.db.models.functions import Upper
 from django.utils import timezone
@@ -140,6 +142,29 @@ class EventType(models.TextChoices):
     RECEIVED = "received"
 
 
+class BounceType(models.TextChoices):
+    HARD = "hard"  # permanent: the address does not take mail
+    SOFT = "soft"  # temporary: the relay gave up on it, or refused it with a 4xx
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An event to record, built by the code that knows what happened (dispatch, the sandbox, inbound)."""
+
+    type: str
+    recipient: str
+    detail: str
+    smtp_code: int | None = None
+    enhanced_status: str = ""
+    diagnostic: str = ""
+    bounce_type: str = ""
+    remote_host: str = ""
+    feedback_type: str = ""
+
+    def row(self, message: "Message") -> "MessageEvent":
+        return MessageEvent(message=message, **asdict(self))
+
+
 class MessageEvent(models.Model):
     """One step in a message's history: shown to operators, never through the API."""
 
@@ -147,9 +172,22 @@ class MessageEvent(models.Model):
     type = models.CharField(max_length=20, choices=EventType.choices)
     recipient = models.CharField(max_length=320, blank=True)
     detail = models.TextField(blank=True, help_text="e.g. the SMTP reply, or a report's diagnostic")
-    # db_default: the one-statement INSERTs of dispatch and inbound name only the columns they set.
-    status_code = models.CharField(
+    # What the event is about, as data, written with it (webhooks/payloads.py copies these, never parses
+    # `detail`). db_default: the one-statement INSERTs of dispatch and inbound name only the columns they set.
+    smtp_code = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="The SMTP reply code the relay (or the sandbox) answered, e.g. 550"
+    )
+    enhanced_status = models.CharField(
         max_length=16, blank=True, default="", db_default="", help_text="The enhanced status code, e.g. 5.1.1"
+    )
+    diagnostic = models.TextField(
+        blank=True, default="", db_default="", help_text="The reply's text, or the report's Diagnostic-Code"
+    )
+    bounce_type = models.CharField(
+        max_length=4, choices=BounceType.choices, blank=True, default="", db_default="", help_text="Bounces only"
+    )
+    remote_host = models.CharField(
+        max_length=255, blank=True, default="", db_default="", help_text="The relay that answered, when known"
     )
     feedback_type = models.CharField(
         max_length=32, blank=True, default="", db_default="", help_text="A complaint's ARF Feedback-Type"

@@ -163,7 +163,7 @@ def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRat
 class RecipientOutcome:
     address: str
     label: str  # delivered, deferred, bounced (hard), soft bounced, complained, suppressed, ...
-    status_code: str = ""
+    enhanced_status: str = ""
     detail: str = ""
 
 
@@ -200,7 +200,7 @@ def recipient_outcomes(*, message: Message) -> list[RecipientOutcome]:
         decisive = next((e for kind in _DECISIVE for e in reversed(mine) if e.type == kind), None)
         if decisive is not None:
             outcome = RecipientOutcome(
-                address, _DECISIVE[EventType(decisive.type)], decisive.status_code, decisive.detail
+                address, _DECISIVE[EventType(decisive.type)], decisive.enhanced_status, decisive.detail
             )
         else:
             outcome = RecipientOutcome(address, "deferred" if deferred else _BY_STATUS.get(Status(message.status), ""))

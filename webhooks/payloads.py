@@ -6,7 +6,6 @@ every retry sends the same bytes and the message's status is the one it had then
 """
 
 import json
-import re
 from typing import Any
 
 from django.urls import reverse
@@ -54,48 +53,37 @@ _STATUS_AFTER: dict[str, str] = {
     MessageEventType.RECEIVED: Status.RECEIVED,
 }
 
-# An SMTP reply ("550 5.1.1 user unknown") or a DSN's status and diagnostic ("5.1.1 smtp; 550 ...").
-# Anchored, no nested quantifiers: linear in the detail.
-_SMTP_REPLY = re.compile(r"([245]\d\d)[ -]+(?:([245]\.\d{1,3}\.\d{1,3})\b)?")
-_DSN_STATUS = re.compile(r"([245]\.\d{1,3}\.\d{1,3})\b\s*")
-# A complaint's detail: the ARF Feedback-Type, as "feedback-type: abuse" or bare.
-_FEEDBACK_TYPE = re.compile(r"(?:feedback-type:\s*)?([\w-]+)", re.IGNORECASE)
+# Dispatch's own account of a retry, of giving up or of a skipped recipient ("attempt 2: 451 ..."):
+# published whole as the diagnostic. The reply behind it, if any, is in the row's fields for the console.
+_NOTES = {MessageEventType.DEFERRED, MessageEventType.FAILED, MessageEventType.SUPPRESSED}
 
 
 def event_fields(event: MessageEvent) -> dict[str, Any]:
     """The event's own fields in `data`: recipient, bounce_type, status_code, diagnostic,
-    smtp_response, feedback_type, as they apply. Derived from what the event row records; the
-    one place to change when the row records more."""
+    smtp_response, feedback_type, as they apply. Copied from what the event row records as data
+    (the writers fill the fields: messaging/outbound/dispatch.py, its sandbox, messaging/inbound)."""
     public = PUBLIC_TYPE[event.type]
     fields: dict[str, Any] = {}
     if event.recipient:
         fields["recipient"] = event.recipient
-    detail = event.detail
     if public == EventType.COMPLAINED:
-        feedback = _FEEDBACK_TYPE.match(detail)
-        feedback_type = event.feedback_type or (feedback.group(1).lower() if feedback else "")
-        if feedback_type:
-            fields["feedback_type"] = feedback_type
+        if event.feedback_type:
+            fields["feedback_type"] = event.feedback_type
         return fields
     if public in (EventType.ACCEPTED, EventType.RECEIVED):
         return fields
-    reply = _SMTP_REPLY.match(detail)
-    dsn = None if reply else _DSN_STATUS.match(detail)
-    if reply:
-        fields["smtp_response"] = detail
-        if reply.group(2):
-            fields["status_code"] = reply.group(2)
-    elif dsn:
-        fields["status_code"] = dsn.group(1)
-        fields["diagnostic"] = detail[dsn.end() :]
-    elif detail:
-        fields["diagnostic"] = detail
-    if event.status_code:  # recorded from a report's own Status field (messaging/inbound)
-        fields["status_code"] = event.status_code
-    if public == EventType.BOUNCED:
-        code = fields.get("status_code") or (reply.group(1) if reply else "5")
-        soft = event.type == MessageEventType.SOFT_BOUNCED or code.startswith("4")
-        fields["bounce_type"] = "soft" if soft else "hard"
+    if event.type in _NOTES:
+        if event.detail:
+            fields["diagnostic"] = event.detail
+        return fields
+    if event.smtp_code is not None:
+        fields["smtp_response"] = event.detail  # the reply itself, as the relay (or the sandbox) gave it
+    elif event.diagnostic:
+        fields["diagnostic"] = event.diagnostic
+    if event.enhanced_status:
+        fields["status_code"] = event.enhanced_status
+    if event.bounce_type:
+        fields["bounce_type"] = event.bounce_type
     return fields
 
 

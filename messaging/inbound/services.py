@@ -45,6 +45,7 @@ from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_b
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
 from messaging.models import (
     SUBMITTED,
+    BounceType,
     Direction,
     EventType,
     Message,
@@ -281,6 +282,8 @@ _EVENT = {
     ReportedOutcome.DELAY: EventType.DELAYED,
     ReportedOutcome.COMPLAINT: EventType.COMPLAINED,
 }
+# Hard or soft, as the report's classification (messaging/inbound/reports.py) decided it.
+_BOUNCE_TYPE = {ReportedOutcome.BOUNCE: BounceType.HARD, ReportedOutcome.SOFT_BOUNCE: BounceType.SOFT}
 _SUPPRESSION_REASON = {
     ReportedOutcome.BOUNCE: SuppressionReason.BOUNCE,
     ReportedOutcome.COMPLAINT: SuppressionReason.COMPLAINT,
@@ -300,7 +303,9 @@ def _apply(*, message: Message, address: str, recipient: RecipientReport) -> boo
         type=event_type,
         recipient=address,
         detail=recipient.diagnostic or feedback,
-        status_code=recipient.status[:16],
+        enhanced_status=recipient.status[:16],
+        diagnostic=recipient.diagnostic,
+        bounce_type=_BOUNCE_TYPE.get(recipient.outcome, ""),
         feedback_type=recipient.feedback_type[:32],
     )
     metrics.report_recorded(domain=message.domain.name, outcome=recipient.outcome)

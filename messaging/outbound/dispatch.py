@@ -39,7 +39,7 @@ from domains.selectors import SigningKey, dkim_signing_keys
 from domains.sending import domain_unpaused, global_paused, unpaused
 from mailservice import metrics
 from messaging import sql
-from messaging.models import EventType, Message, MessageEvent, Status
+from messaging.models import BounceType, EventRecord, EventType, Message, MessageEvent, Status
 from messaging.outbound.destinations import BatchHolds
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.outbound.fairness import fair_claim_ids
@@ -47,7 +47,7 @@ from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_addr
 from messaging.outbound.relay_limits import as_text, is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.sandbox import sandbox_outcome
 from messaging.outbound.submitted import submitted_rendering
-from messaging.outbound.transports import Connection, Envelope, Reply, SendResult, transport
+from messaging.outbound.transports import Connection, Envelope, Reply, SendResult, merged_results, transport
 from messaging.suppressions import active_suppressions
 
 logger = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class SendOutcome:
     """What one attempt came to: the message's final status, or (`retry`) back to the queue for another attempt."""
 
     status: str  # the Status recorded: a final one, or ACCEPTED (the message stays queued) with `retry`
-    events: list[tuple[str, str, str]]  # (type, recipient, detail)
+    events: list[EventRecord]
     last_error: str = ""
     retry: bool = False
     retry_at: datetime | None = None  # the next attempt, instead of the backoff schedule
@@ -139,7 +139,7 @@ def _recipients(message: Message) -> dict[str, str]:
 
 
 def _retry(
-    events: list[tuple[str, str, str]],
+    events: list[EventRecord],
     last_error: str,
     *,
     retry_at: datetime | None = None,
@@ -152,22 +152,52 @@ def _retry(
     )
 
 
-def _temporary(message: Message, error: str) -> SendOutcome:
+def _reply_event(
+    kind: str, recipient: str, reply: Reply, *, detail: str | None = None, bounce: bool = False, host: str = ""
+) -> EventRecord:
+    """An event about the relay's `reply`, its parts recorded as fields; its detail is the reply itself unless given.
+    A bounce is soft when its enhanced status (else its reply code) is a 4xx one: decided here, once."""
+    bounce_type = ""
+    if bounce:
+        bounce_type = BounceType.SOFT if (reply.enhanced_status or str(reply.code)).startswith("4") else BounceType.HARD
+    return EventRecord(
+        kind,
+        recipient,
+        str(reply) if detail is None else detail,
+        smtp_code=reply.code,
+        enhanced_status=reply.enhanced_status,
+        diagnostic=reply.text,
+        bounce_type=bounce_type,
+        remote_host=host or transport().host,
+    )
+
+
+def _temporary(message: Message, error: str, reply: Reply | None = None) -> SendOutcome:
+    """Retry later, or give up once the attempts are used up; `reply`: the relay's answer behind `error`, if any."""
     if message.attempts >= settings.MAILSERVICE_DISPATCH_MAX_ATTEMPTS:
-        return SendOutcome(
-            Status.FAILED, [(EventType.FAILED, "", f"attempt {message.attempts}, giving up: {error}")], error
-        )
-    return _retry([(EventType.DEFERRED, "", f"attempt {message.attempts}: {error}")], error)
+        kind, detail = EventType.FAILED, f"attempt {message.attempts}, giving up: {error}"
+    else:
+        kind, detail = EventType.DEFERRED, f"attempt {message.attempts}: {error}"
+    event = EventRecord(kind, "", detail) if reply is None else _reply_event(kind, "", reply, detail=detail)
+    if kind == EventType.FAILED:
+        return SendOutcome(Status.FAILED, [event], error)
+    return _retry([event], error)
 
 
 def _classify(message: Message, result: SendResult) -> SendOutcome:
-    rejected = [(EventType.RECIPIENT_REJECTED, rcpt, str(reply)) for rcpt, reply in result.refused.items()]
+    rejected = [
+        _reply_event(EventType.RECIPIENT_REJECTED, rcpt, reply, bounce=True, host=result.remote_host)
+        for rcpt, reply in result.refused.items()
+    ]
     if result.delivered:
-        return SendOutcome(Status.DELIVERED, [*rejected, (EventType.DELIVERED, "", str(result.final))])
+        return SendOutcome(
+            Status.DELIVERED, [*rejected, _reply_event(EventType.DELIVERED, "", result.final, host=result.remote_host)]
+        )
     replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
     if all(reply.code >= 500 for reply in replies):
-        return SendOutcome(Status.BOUNCED, [*rejected, (EventType.BOUNCED, "", str(result.final))], str(result.final))
-    return _temporary(message, str(result.final))
+        bounced = _reply_event(EventType.BOUNCED, "", result.final, bounce=True, host=result.remote_host)
+        return SendOutcome(Status.BOUNCED, [*rejected, bounced], str(result.final))
+    return _temporary(message, str(result.final), result.final)
 
 
 def _suppressed(messages: list[Message]) -> set[tuple[int, str]]:
@@ -201,10 +231,7 @@ def _record(message: Message, outcome: SendOutcome, now: datetime) -> bool:
         mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
         if mine.update(**fields, updated_at=now) != 1:
             return False
-        MessageEvent.objects.bulk_create(
-            MessageEvent(message=message, type=kind, recipient=recipient, detail=detail)
-            for kind, recipient, detail in outcome.events
-        )
+        MessageEvent.objects.bulk_create(event.row(message) for event in outcome.events)
     return True
 
 
@@ -341,7 +368,9 @@ class _Batch:
 def _not_sent(message: Message, *, retry_at: datetime, why: str, slow_down: bool = False) -> SendOutcome:
     """Put a claimed message back until `retry_at` without using an attempt: held, or the relay asked to slow down."""
     detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC"
-    return _retry([(EventType.DEFERRED, "", detail)], why, retry_at=retry_at, charged=False, slow_down=slow_down)
+    return _retry(
+        [EventRecord(EventType.DEFERRED, "", detail)], why, retry_at=retry_at, charged=False, slow_down=slow_down
+    )
 
 
 class PartlySent(Exception):
@@ -366,36 +395,20 @@ def _transactions(recipients: dict[str, str], wire: list[str]) -> list[tuple[int
     return [(index[address], [address]) for address in wire]
 
 
-def _merged(results: list[tuple[list[str], SendResult]]) -> SendResult:
-    """The per-recipient transactions' results as one message's: a recipient whose transaction did not
-    deliver is refused with the reply that ended it; `final` is the last delivering reply, else the last one."""
-    if len(results) == 1:
-        return results[0][1]
-    merged = SendResult(final=results[-1][1].final)
-    for addresses, result in results:
-        if result.delivered:
-            merged.accepted += result.accepted
-            merged.final = result.final
-        for address in addresses:
-            if address not in result.accepted or not result.delivered:
-                merged.refused[address] = result.refused.get(address, result.final)
-    return merged
-
-
 @dataclass(frozen=True)
 class _Addressees:
     """A message's envelope recipients, split by the domain's suppression list."""
 
     recipients: dict[str, str]  # every recipient: {as the suppression list keys it: as sent}
     wire: list[str]  # the ones it is sent to
-    skipped: Sequence[tuple[str, str, str]]  # a `suppressed` event for each of the others
+    skipped: Sequence[EventRecord]  # a `suppressed` event for each of the others
 
 
 def _addressees(message: Message, suppressed_in_batch: set[tuple[int, str]]) -> _Addressees:
     recipients = _recipients(message)
     suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
     notice = "the address is on the domain's suppression list"
-    skipped = [(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed]
+    skipped = [EventRecord(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed]
     wire = [sent for address, sent in recipients.items() if address not in suppressed]
     return _Addressees(recipients, wire, skipped)
 
@@ -405,7 +418,7 @@ def _unsent_outcome(message: Message, addressees: _Addressees) -> SendOutcome | 
     skipped = addressees.skipped
     if not addressees.wire:
         error = "every recipient is on the suppression list"
-        return SendOutcome(Status.FAILED, [*skipped, (EventType.FAILED, "", error)], error)
+        return SendOutcome(Status.FAILED, [*skipped, EventRecord(EventType.FAILED, "", error)], error)
     if message.is_test:
         status, events = sandbox_outcome(recipients=addressees.wire)
         return SendOutcome(status, [*skipped, *events])
@@ -447,7 +460,7 @@ class _Transactions:
     envelopes: list[tuple[list[str], Envelope]]
     data: bytes
     batch: _Batch
-    skipped: Sequence[tuple[str, str, str]]
+    skipped: Sequence[EventRecord]
     results: list[tuple[list[str], SendResult]] = field(default_factory=list)  # RCPT TO addresses, result
     hold_ends: list[datetime] = field(default_factory=list)  # the destination holds they started
     slow_down: bool = False  # the relay asked the fleet to slow down
@@ -492,14 +505,18 @@ class _Transactions:
         return result
 
     def _partly_sent(self, unsent: list[str], error: str) -> PartlySent:
-        outcome = _classify(self.message, _merged(self.results))
+        outcome = _classify(self.message, merged_results(self.results))
         detail = f"not sent, the relay connection failed: {error}"
-        lost = [(EventType.RECIPIENT_REJECTED, address, detail) for address in unsent]
+        # Never retried (the others have it): a hard bounce for these recipients, as the webhook says.
+        lost = [
+            EventRecord(EventType.RECIPIENT_REJECTED, address, detail, diagnostic=detail, bounce_type=BounceType.HARD)
+            for address in unsent
+        ]
         return PartlySent(replace(outcome, events=[*self.skipped, *outcome.events, *lost]), error)
 
     def _outcome(self) -> SendOutcome:
         """The message's outcome from the results; a retry waits for the destination holds they started."""
-        outcome = _classify(self.message, _merged(self.results))
+        outcome = _classify(self.message, merged_results(self.results))
         retry_at = max(self.hold_ends) if self.hold_ends and outcome.retry else None
         events = [*self.skipped, *outcome.events]
         return replace(outcome, events=events, retry_at=retry_at, slow_down=self.slow_down)
@@ -517,7 +534,7 @@ def _send_one(message: Message, batch: _Batch) -> SendOutcome | None:
         rendered = submitted_rendering(message) if message.submitted else render_message(message)
         envelopes = _envelopes(message, addressees)
     except UnsendableMessage as exc:
-        return SendOutcome(Status.FAILED, [(EventType.FAILED, "", str(exc))], str(exc))
+        return SendOutcome(Status.FAILED, [EventRecord(EventType.FAILED, "", str(exc))], str(exc))
     if held := batch.holds.held_until(addressees.wire):
         return _not_sent(message, retry_at=held[0], why=held[1])
     message.message_id_header = rendered.message_id

@@ -36,7 +36,15 @@ from django.core.exceptions import ImproperlyConfigured
 
 from domains.dns import dns_resolver
 from mailservice.errors import ValidationFailed
-from messaging.outbound.transports import Connection, Envelope, RelayConfig, Reply, SendResult, SmtpConnection
+from messaging.outbound.transports import (
+    Connection,
+    Envelope,
+    RelayConfig,
+    Reply,
+    SendResult,
+    SmtpConnection,
+    merged_results,
+)
 
 MAX_MX_HOSTS = 5
 # New connections per recipient domain and transaction, over all its hosts (Postfix's smtp_mx_address_limit).
@@ -156,7 +164,7 @@ class MxConnection:
         by_domain: dict[str, list[str]] = {}
         for recipient in envelope.recipients:
             by_domain.setdefault(recipient.rpartition("@")[2].lower(), []).append(recipient)
-        return _merged(
+        return merged_results(
             [
                 (recipients, self._send_to(domain, replace(envelope, recipients=recipients), data, name))
                 for domain, recipients in by_domain.items()
@@ -169,7 +177,7 @@ class MxConnection:
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
         try:
-            return session.smtp.send(envelope=envelope, data=data, name=name)
+            return replace(session.smtp.send(envelope=envelope, data=data, name=name), remote_host=session.host)
         except (OSError, smtplib.SMTPException) as exc:
             # Not handed to the next host: the data may have arrived before the connection failed.
             self._drop(session)
@@ -277,24 +285,10 @@ class MxConnection:
             self._drop(session)
 
 
-def _merged(results: list[tuple[list[str], SendResult]]) -> SendResult:
-    """The domains' transactions as one result: a recipient whose transaction did not deliver is refused
-    with the reply that ended it; `final` is the last delivering reply, else the last one."""
-    if len(results) == 1:
-        return results[0][1]
-    merged = SendResult(final=results[-1][1].final)
-    for recipients, result in results:
-        if result.delivered:
-            merged.accepted += result.accepted
-            merged.final = result.final
-        for recipient in recipients:
-            if recipient not in result.accepted or not result.delivered:
-                merged.refused[recipient] = result.refused.get(recipient, result.final)
-    return merged
-
-
 class MxTransport:
     """Direct delivery; its settings are read at each batch (tests change them while a process runs)."""
+
+    host = ""  # no one server: each result names the MX host that answered (SendResult.remote_host)
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:

@@ -7,33 +7,45 @@ recording (the same statuses, events, leases and webhooks as live mail), so an i
 sees what production would.
 """
 
-from messaging.models import EventType, Status
+from messaging.models import BounceType, EventRecord, EventType, Status
+from messaging.outbound.transports import Reply
 
 SIMULATOR_DOMAIN = "simulator.test"
-DELIVERED = "250 2.0.0 OK: simulated delivery (test key)"
-HARD_BOUNCE = "550 5.1.1 simulated hard bounce: no such mailbox (test key)"
-SOFT_BOUNCE = "452 4.2.2 simulated soft bounce: mailbox full (test key)"
-COMPLAINT = "feedback-type: abuse"
-
-Event = tuple[str, str, str]  # (type, recipient, detail), as dispatch records them
+# The replies a relay would give, recorded as it would record them (its detail: the reply itself).
+DELIVERED = Reply(250, "2.0.0 OK: simulated delivery (test key)")
+HARD_BOUNCE = Reply(550, "5.1.1 simulated hard bounce: no such mailbox (test key)")
+SOFT_BOUNCE = Reply(452, "4.2.2 simulated soft bounce: mailbox full (test key)")
 
 
-def _events(address: str) -> list[Event]:
+def _simulated(kind: str, address: str, reply: Reply, bounce_type: str = "") -> EventRecord:
+    return EventRecord(
+        kind,
+        address,
+        str(reply),
+        smtp_code=reply.code,
+        enhanced_status=reply.enhanced_status,
+        diagnostic=reply.text,
+        bounce_type=bounce_type,
+    )
+
+
+def _events(address: str) -> list[EventRecord]:
     local, _, domain = address.lower().rpartition("@")
     wanted = local if domain == SIMULATOR_DOMAIN else "delivered"
     if wanted == "bounced":
-        return [(EventType.BOUNCED, address, HARD_BOUNCE)]
+        return [_simulated(EventType.BOUNCED, address, HARD_BOUNCE, BounceType.HARD)]
     if wanted == "softbounce":
-        return [(EventType.SOFT_BOUNCED, address, SOFT_BOUNCE)]
+        return [_simulated(EventType.SOFT_BOUNCED, address, SOFT_BOUNCE, BounceType.SOFT)]
     if wanted == "complained":
-        return [(EventType.DELIVERED, address, DELIVERED), (EventType.COMPLAINED, address, COMPLAINT)]
-    return [(EventType.DELIVERED, address, DELIVERED)]
+        complaint = EventRecord(EventType.COMPLAINED, address, "feedback-type: abuse", feedback_type="abuse")
+        return [_simulated(EventType.DELIVERED, address, DELIVERED), complaint]
+    return [_simulated(EventType.DELIVERED, address, DELIVERED)]
 
 
-def sandbox_outcome(*, recipients: list[str]) -> tuple[str, list[Event]]:
+def sandbox_outcome(*, recipients: list[str]) -> tuple[str, list[EventRecord]]:
     """The message's final status and its events for these envelope recipients (bare addresses)."""
     events = [event for address in recipients for event in _events(address)]
-    kinds = {kind for kind, _, _ in events}
+    kinds = {event.type for event in events}
     if EventType.DELIVERED not in kinds:
         # As a report would leave it: bounced once a recipient bounced hard; a relay that gave up on
         # temporary failures alone leaves the message failed, its recipients unsuppressed.

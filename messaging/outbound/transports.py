@@ -43,6 +43,10 @@ class Envelope:
     smtputf8: bool
 
 
+# RFC 3463's enhanced status code at the start of a reply's text (RFC 2034): "5.1.1 user unknown".
+_ENHANCED_STATUS = re.compile(r"[245]\.\d{1,3}\.\d{1,3}\b")
+
+
 @dataclass(frozen=True)
 class Reply:
     code: int
@@ -50,6 +54,12 @@ class Reply:
 
     def __str__(self) -> str:
         return f"{self.code} {self.text}".strip()
+
+    @property
+    def enhanced_status(self) -> str:
+        """The reply's enhanced status code, e.g. 5.1.1; "" when the relay gave none."""
+        found = _ENHANCED_STATUS.match(self.text.lstrip(" -"))
+        return found.group() if found else ""
 
 
 @dataclass
@@ -63,6 +73,8 @@ class SendResult:
     final: Reply
     accepted: list[str] = field(default_factory=list)
     refused: dict[str, Reply] = field(default_factory=dict)
+    # The server that answered when it is not the transport's one `host` (direct delivery: the MX host).
+    remote_host: str = ""
 
     @property
     def delivered(self) -> bool:
@@ -73,7 +85,26 @@ class Connection(Protocol):
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult: ...
 
 
+def merged_results(results: list[tuple[list[str], SendResult]]) -> SendResult:
+    """Several transactions' results as one message's: a recipient whose transaction did not deliver is
+    refused with the reply that ended it; `final` (and its server) is the last delivering reply, else the last one."""
+    if len(results) == 1:
+        return results[0][1]
+    last = results[-1][1]
+    merged = SendResult(final=last.final, remote_host=last.remote_host)
+    for addresses, result in results:
+        if result.delivered:
+            merged.accepted += result.accepted
+            merged.final, merged.remote_host = result.final, result.remote_host
+        for address in addresses:
+            if address not in result.accepted or not result.delivered:
+                merged.refused[address] = result.refused.get(address, result.final)
+    return merged
+
+
 class Transport(Protocol):
+    host: str  # the relay that answers, recorded with the events of its replies ("" for the file outbox)
+
     def connection(self) -> AbstractContextManager[Connection]: ...
 
 
@@ -94,6 +125,8 @@ class OutboxConnection:
 
 
 class OutboxTransport:
+    host = ""
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
@@ -356,6 +389,7 @@ class SmtpTransport:
 
     def __init__(self, config: RelayConfig, *, timeout: float, pool_size: int) -> None:
         self.config, self.timeout, self.pool_size = config, timeout, pool_size
+        self.host = config.host
         self._idle: list[SmtpConnection] = []
         self._lock = threading.Lock()
 

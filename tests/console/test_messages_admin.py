@@ -138,3 +138,23 @@ def test_a_sent_message_shows_the_envelope_sender_it_goes_out_with(
     html = operator.get(f"{LIST}{message.pk}/change/").content.decode()
 
     assert expected.format(verp=verp_local_part(message.public_id, 0), domain=domain.name) in html
+
+
+def test_the_timeline_shows_each_events_reply_code_status_bounce_type_and_relay(operator, domain):
+    message = MessageFactory(domain=domain)
+    MessageEvent.objects.create(
+        message=message,
+        type=EventType.RECIPIENT_REJECTED,
+        recipient="rcpt@example.org",
+        detail="452 4.2.2 mailbox full",
+        smtp_code=452,
+        enhanced_status="4.2.2",
+        diagnostic="4.2.2 mailbox full",
+        bounce_type="soft",
+        remote_host="relay.example.net",
+    )
+
+    page = operator.get(f"{LIST}{message.pk}/change/").content.decode()
+
+    timeline = page[page.index('<table id="timeline"') :]
+    assert "<td>452 4.2.2 (soft)</td><td>relay.example.net</td><td>452 4.2.2 mailbox full</td>" in timeline

@@ -129,7 +129,7 @@ def test_a_hard_bounce_marks_the_message_bounced_and_suppresses_the_address(inbo
 
     assert get(web, full_key, f"/v1/messages/{message.public_id}").json()["status"] == "bounced"
     event = message.events.get(type=EventType.BOUNCED)
-    assert (event.recipient, event.status_code, event.detail) == (
+    assert (event.recipient, event.enhanced_status, event.detail) == (
         "gone@example.org",
         "5.1.1",
         "smtp; 550 5.1.1 <gone@example.org>: Recipient address rejected",

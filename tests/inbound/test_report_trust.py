@@ -128,7 +128,7 @@ def test_a_final_failure_with_a_temporary_status_is_a_soft_bounce_and_suppresses
     deliver(wire_bytes(dsn(message=message, recipient="full@example.org", status="4.2.2")), verp_address(message))
     message.refresh_from_db()
     event = message.events.get()
-    assert (event.type, event.recipient, event.status_code) == (EventType.SOFT_BOUNCED, "full@example.org", "4.2.2")
+    assert (event.type, event.recipient, event.enhanced_status) == (EventType.SOFT_BOUNCED, "full@example.org", "4.2.2")
     assert "452 4.2.2" in event.detail
     assert message.status == Status.DELIVERED
     assert not Suppression.objects.exists()

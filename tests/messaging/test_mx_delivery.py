@@ -306,6 +306,17 @@ def test_a_message_to_two_domains_reaches_each_domains_servers_once(zone, receiv
     assert (first.connections, second.connections) == (1, 1)
 
 
+def test_the_delivered_event_names_the_mx_host_that_answered(zone, receivers, settings):
+    settings.MAILSERVICE_RETURN_PATH_DOMAIN = "bounces.acme.test"
+    mx(zone, "one.test", (10, "mx.one.test", "127.0.0.2"))
+    receivers("127.0.0.2")
+
+    message = dispatched("a@one.test")
+
+    delivered = message.events.get(type=EventType.DELIVERED)
+    assert (delivered.remote_host, delivered.smtp_code) == ("mx.one.test", 250)
+
+
 def test_one_domain_failing_refuses_only_its_recipients(zone, receivers):
     mx(zone, "one.test", (10, "mx.one.test", "127.0.0.2"))
     zone.failing.add("broken.test")

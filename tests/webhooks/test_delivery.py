@@ -44,7 +44,15 @@ def test_a_delivery_is_signed_per_standard_webhooks_and_carries_the_message(doma
     created = services.endpoint_create(domain=domain, url=receiver.url, event_types=[])
     # Its only recipient bounced: the inbound path has made it `bounced` before the event is fanned out.
     message = MessageFactory(domain=domain, to=["bob@example.org"], status=Status.BOUNCED)
-    _event(message, MessageEventType.BOUNCED, recipient="bob@example.org", detail="5.1.1 smtp; 550 user unknown")
+    _event(
+        message,
+        MessageEventType.BOUNCED,
+        recipient="bob@example.org",
+        detail="smtp; 550 user unknown",
+        enhanced_status="5.1.1",
+        diagnostic="smtp; 550 user unknown",
+        bounce_type="hard",
+    )
 
     pump_task()
 
@@ -71,30 +79,42 @@ def test_a_delivery_is_signed_per_standard_webhooks_and_carries_the_message(doma
 
 
 @pytest.mark.parametrize(
-    ("type_", "detail", "fields"),
+    ("type_", "recorded", "fields"),
     [
         (
             MessageEventType.DELIVERED,
-            "250 2.0.0 OK: queued",
+            {"detail": "250 2.0.0 OK: queued", "smtp_code": 250, "enhanced_status": "2.0.0"},
             {"smtp_response": "250 2.0.0 OK: queued", "status_code": "2.0.0"},
         ),
-        (MessageEventType.BOUNCED, "550 no such user", {"smtp_response": "550 no such user", "bounce_type": "hard"}),
         (
             MessageEventType.BOUNCED,
-            "4.2.2 smtp; 452 mailbox full",
+            {"detail": "550 no such user", "smtp_code": 550, "diagnostic": "no such user", "bounce_type": "hard"},
+            {"smtp_response": "550 no such user", "bounce_type": "hard"},
+        ),
+        (
+            MessageEventType.BOUNCED,
+            {"enhanced_status": "4.2.2", "diagnostic": "smtp; 452 mailbox full", "bounce_type": "soft"},
             {"status_code": "4.2.2", "diagnostic": "smtp; 452 mailbox full", "bounce_type": "soft"},
         ),
-        (MessageEventType.DEFERRED, "attempt 1: 451 try later", {"diagnostic": "attempt 1: 451 try later"}),
-        (MessageEventType.COMPLAINED, "abuse", {"feedback_type": "abuse"}),
-        (MessageEventType.COMPLAINED, "feedback-type: Fraud", {"feedback_type": "fraud"}),
-        (MessageEventType.SUPPRESSED, "on the list", {"diagnostic": "on the list"}),
-        (MessageEventType.ACCEPTED, "", {}),
+        (
+            MessageEventType.DEFERRED,
+            {"detail": "attempt 1: 451 try later", "smtp_code": 451, "diagnostic": "try later"},
+            {"diagnostic": "attempt 1: 451 try later"},
+        ),
+        (MessageEventType.COMPLAINED, {"detail": "abuse", "feedback_type": "abuse"}, {"feedback_type": "abuse"}),
+        (
+            MessageEventType.COMPLAINED,
+            {"detail": "feedback-type: Fraud", "feedback_type": "fraud"},
+            {"feedback_type": "fraud"},
+        ),
+        (MessageEventType.SUPPRESSED, {"detail": "on the list"}, {"diagnostic": "on the list"}),
+        (MessageEventType.ACCEPTED, {}, {}),
     ],
 )
-def test_event_fields_come_from_what_the_event_recorded(type_, detail, fields):
+def test_event_fields_come_from_what_the_event_recorded(type_, recorded, fields):
     from webhooks.payloads import event_fields
 
-    assert event_fields(MessageEvent(type=type_, detail=detail)) == fields
+    assert event_fields(MessageEvent(type=type_, **recorded)) == fields
 
 
 def test_a_failed_delivery_is_retried_within_ten_seconds_then_succeeds(domain, receiver):

@@ -16,12 +16,25 @@ from webhooks.payloads import PUBLIC_TYPE, event_payload, messages_data
 
 pytestmark = pytest.mark.django_db
 
-DETAILS = {
-    MessageEventType.DELIVERED: "250 2.0.0 OK",
-    MessageEventType.BOUNCED: "5.1.1 smtp; 550 user unknown",
-    MessageEventType.RECIPIENT_REJECTED: "550 5.1.1 no such user",
-    MessageEventType.DEFERRED: "attempt 1: 451 4.3.0 try later",
-    MessageEventType.COMPLAINED: "feedback-type: abuse",
+# What the writers record for each type (messaging/outbound/dispatch.py, its sandbox, messaging/inbound).
+RECORDED = {
+    MessageEventType.DELIVERED: {"detail": "250 2.0.0 OK", "smtp_code": 250, "enhanced_status": "2.0.0"},
+    MessageEventType.BOUNCED: {
+        "detail": "smtp; 550 user unknown",
+        "enhanced_status": "5.1.1",
+        "diagnostic": "smtp; 550 user unknown",
+        "bounce_type": "hard",
+    },
+    MessageEventType.SOFT_BOUNCED: {"enhanced_status": "4.2.2", "bounce_type": "soft"},
+    MessageEventType.RECIPIENT_REJECTED: {
+        "detail": "550 5.1.1 no such user",
+        "smtp_code": 550,
+        "enhanced_status": "5.1.1",
+        "diagnostic": "5.1.1 no such user",
+        "bounce_type": "hard",
+    },
+    MessageEventType.DEFERRED: {"detail": "attempt 1: 451 4.3.0 try later", "smtp_code": 451},
+    MessageEventType.COMPLAINED: {"detail": "feedback-type: abuse", "feedback_type": "abuse"},
 }
 
 
@@ -41,7 +54,7 @@ def test_each_payload_validates_against_its_webhook_schema(event_type):
     else:
         message = MessageFactory()
     event = MessageEvent.objects.create(
-        message=message, type=event_type, recipient="rcpt@example.org", detail=DETAILS.get(event_type, "")
+        message=message, type=event_type, recipient="rcpt@example.org", **RECORDED.get(event_type, {})
     )
     public = PUBLIC_TYPE[event_type]
 
