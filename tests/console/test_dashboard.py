@@ -111,9 +111,7 @@ def test_the_migration_takes_sandbox_mail_out_of_counts_rolled_up_before(domain)
             ):
                 row, _ = model.objects.get_or_create(domain=domain, kind=kind, **period)
                 model.objects.filter(pk=row.pk).update(count=F("count") + 1)
-        StatusCountRollup.objects.update_or_create(
-            pk=1, defaults={"last_event_id": old_event.objects.latest("id").id}
-        )
+        StatusCountRollup.objects.update_or_create(pk=1, defaults={"last_event_id": old_event.objects.latest("id").id})
 
         executor.loader.build_graph()
         executor.migrate(after)
