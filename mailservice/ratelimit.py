@@ -98,33 +98,45 @@ def _counted_in_cache(ip: str) -> int | None:
     return max(1, int(usage["time_left"]))
 
 
-def _failure_keys(group: str, keys: list[str], rate: str) -> tuple[list[str], int, int]:
-    """The cache keys of the current fixed window, the limit, and the seconds the window has left."""
+def _failure_window(rate: str) -> tuple[int, int, int, int]:
+    """(limit, period, the current fixed window's number, the seconds it has left)."""
     limit, period = _rate(rate)
-    window = int(time.time()) // period
-    left = max(1, (window + 1) * period - int(time.time()))
-    return [f"failures:{group}:{key}:{period}:{window}" for key in keys], limit, left
+    now = int(time.time())
+    window = now // period
+    return limit, period, window, max(1, (window + 1) * period - now)
+
+
+def _failure_key(group: str, key: str, period: int, window: int) -> str:
+    return f"failures:{group}:{key}:{period}:{window}"
 
 
 def failures_wait(*, group: str, keys: list[str], rate: str) -> int | None:
-    """The seconds left in the window when any of `keys` has `rate`'s number of failures in it, else None.
+    """The seconds left in the window when any of `keys` has `rate`'s number of failures in the current and
+    the previous window together, else None. Two windows, not one: a fixed window alone forgot every
+    failure at its end, so a guesser straddling the boundary had twice the limit (and the boundary
+    made the abuse tests flaky). Any span of one period lies within the two, so it never holds more.
 
     A cache outage lets the attempt through (logged), as for the request limit."""
-    cache_keys, limit, left = _failure_keys(group, keys, rate)
+    limit, period, window, left = _failure_window(rate)
+    current = {key: _failure_key(group, key, period, window) for key in keys}
+    previous = {key: _failure_key(group, key, period, window - 1) for key in keys}
     try:
-        counts = django_cache.get_many(cache_keys)
+        counts = django_cache.get_many([*current.values(), *previous.values()])
     except Exception:  # noqa: BLE001 - see request_counted_reading
         logger.warning("failure counter unavailable; attempt let through", exc_info=True)
         return None
-    return left if any(count >= limit for count in counts.values()) else None
+    over = any(counts.get(current[key], 0) + counts.get(previous[key], 0) >= limit for key in keys)
+    # Asked again after `left`, a key may still be over with this window's failures: it is told to wait again.
+    return left if over else None
 
 
 def failure_counted(*, group: str, keys: list[str], rate: str) -> None:
-    """Count one failure against each of `keys` in the current window of `rate`."""
-    cache_keys, _, left = _failure_keys(group, keys, rate)
+    """Count one failure against each of `keys` in the current window of `rate` (kept for two windows)."""
+    _, period, window, left = _failure_window(rate)
     try:
-        for cache_key in cache_keys:
-            django_cache.add(cache_key, 0, timeout=left + 1)
+        for key in keys:
+            cache_key = _failure_key(group, key, period, window)
+            django_cache.add(cache_key, 0, timeout=left + period + 1)
             django_cache.incr(cache_key)
     except Exception:  # noqa: BLE001 - see request_counted_reading
         logger.warning("failure counter unavailable; failure not counted", exc_info=True)

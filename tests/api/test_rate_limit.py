@@ -79,3 +79,20 @@ def test_x_forwarded_for_names_the_client_behind_a_trusted_proxy(fresh_counters)
     assert_api_error(first_again, 429, "RateLimited")
     assert_api_error(spoofed, 429, "RateLimited")
     assert (second.status_code, not_behind_the_proxy.status_code) == (401, 401)
+
+
+def test_failures_are_not_forgotten_at_a_window_boundary(monkeypatch):
+    """A fixed window forgot every failure at its end: 2 guesses just before a minute ended and 2 just after
+    passed a limit of 3 a minute. Failures count over the current and the previous window."""
+    from mailservice import ratelimit
+
+    clock = [6_000_000 * 60 + 59.5]  # half a second before a minute ends
+    monkeypatch.setattr(ratelimit.time, "time", lambda: clock[0])
+    for _ in range(2):
+        ratelimit.failure_counted(group="boundary", keys=["203.0.113.9"], rate="3/m")
+    clock[0] += 1.0  # the next minute
+    assert ratelimit.failures_wait(group="boundary", keys=["203.0.113.9"], rate="3/m") is None
+    ratelimit.failure_counted(group="boundary", keys=["203.0.113.9"], rate="3/m")
+
+    assert ratelimit.failures_wait(group="boundary", keys=["203.0.113.9"], rate="3/m") == 60
+    assert ratelimit.failures_wait(group="boundary", keys=["198.51.100.1"], rate="3/m") is None
