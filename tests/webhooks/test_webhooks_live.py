@@ -204,7 +204,12 @@ def test_a_webhooks_worker_killed_mid_delivery_loses_no_event():
         hold = stack.receiver.behaviour.hold = __import__("threading").Event()
         stack.webhooks_worker.wait_ready()
         message_id = stack.send()
-        wait_until(lambda: stack.receiver.requests, timeout=30, message="the first request")
+        # Both events may be in flight at once; the kill must land while email.accepted is held.
+        wait_until(
+            lambda: any(r.event["type"] == "email.accepted" for r in stack.receiver.requests),
+            timeout=30,
+            message="the email.accepted request",
+        )
         stack.webhooks_worker.kill()
         stack.receiver.behaviour.hold = None
         hold.set()
