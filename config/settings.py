@@ -357,6 +357,11 @@ MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
 # addresses (refused unless set: tests, a trusted LAN).
 MAILSERVICE_MX_PORT = env_int("MAILSERVICE_MX_PORT", 25)
 MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
+# Receiver-driven TLS of direct delivery (messaging/outbound/mta_sts.py, messaging/outbound/mx_tls.py):
+# extra trust anchors (PEM) for MTA-STS policy fetches and verified MX certificates (unset: the system's
+# store), and the port policy hosts are fetched from (443; tests use unprivileged ones).
+MAILSERVICE_TLS_CA_FILE = env_str("MAILSERVICE_TLS_CA_FILE")
+MAILSERVICE_MTA_STS_PORT = env_int("MAILSERVICE_MTA_STS_PORT", 443)
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay

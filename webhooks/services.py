@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from domains.models import Domain
 from mailservice import metrics
+from mailservice.deadline_http import REQUEST_ERRORS, post_status
 from mailservice.encryption import decrypt_secret, encrypt_secret
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.ids import public_id
@@ -38,7 +39,6 @@ from webhooks.payloads import PUBLIC_TYPE, event_payload, messages_data
 from webhooks.secrets import secret_generate
 from webhooks.signing import signature_headers
 from webhooks.targets import TargetRefused, redacted_url, target_resolve, url_check
-from webhooks.transport import REQUEST_ERRORS, post_status
 
 logger = logging.getLogger(__name__)
 

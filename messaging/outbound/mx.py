@@ -5,9 +5,12 @@ preference order, shuffled among equal preferences; no MX record makes the domai
 (implicit MX). A null MX (`0 .`) or a domain that does not exist fails its recipients at once, with
 no connection made; a lookup that fails (SERVFAIL, timeout) or hosts that all fail give a temporary
 reply, so dispatch defers the message with its backoff. A host that refuses the connection or
-greets with anything but 220 passes the turn to the next. Each session upgrades with STARTTLS when
-the host offers it, without checking the certificate (opportunistic, RFC 7435), and stays in clear
-only when it does not or when the upgrade fails.
+greets with anything but 220 passes the turn to the next. The TLS of each session is what the
+receiver demands (messaging/outbound/mx_tls.py): DANE, else the domain's MTA-STS policy
+(messaging/outbound/mta_sts.py), else STARTTLS when offered without checking the certificate
+(opportunistic, RFC 7435), in clear only when it is not offered or the upgrade fails. A host a policy
+excludes, or whose session cannot meet it, passes the turn too; with none left the recipients are
+deferred (451 4.7.5), never sent in clear or to an unlisted host.
 
 No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
 server answered, so one dead destination never ends the batch for the others. Bounded whatever DNS
@@ -36,6 +39,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from domains.dns import dns_resolver
 from mailservice.errors import ValidationFailed
+from messaging.outbound import mx_tls
+from messaging.outbound.mta_sts import policy_for
 from messaging.outbound.transports import (
     Connection,
     Envelope,
@@ -145,6 +150,11 @@ class _Session:
     host: str
     address: str
     smtp: SmtpConnection
+    secured: str = mx_tls.NONE  # the mandatory policy its TLS was checked against (for host), if any
+
+    def meets(self, host: str, policy: mx_tls.HostPolicy) -> bool:
+        """Whether this session may carry a transaction that `policy` governs."""
+        return not policy.mandatory or (self.host == host and self.secured == policy.kind)
 
     def __str__(self) -> str:
         return f"{self.host} [{self.address}]"
@@ -158,6 +168,7 @@ class MxConnection:
         self.resolver, self.port, self.timeout, self.allow_private = resolver, port, timeout, allow_private
         self._sessions: dict[str, _Session] = {}  # by address
         self._routes: dict[str, list[str] | Undeliverable] = {}  # by domain, for the batch
+        self._sts: dict[str, mx_tls.HostPolicy] = {}  # by domain, for the batch
 
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
         """One transaction per recipient domain (each to its own servers), merged into one result."""
@@ -194,24 +205,40 @@ class MxConnection:
             raise route
         return route
 
+    def _sts_policy(self, domain: str) -> mx_tls.HostPolicy:
+        if domain not in self._sts:
+            lookup = policy_for(self.resolver, a_label(domain), allowed=self._may_connect)
+            self._sts[domain] = mx_tls.sts_policy(domain, lookup)
+        return self._sts[domain]
+
+    def _may_connect(self, address: str) -> bool:
+        return self.allow_private or public_address(ipaddress.ip_address(address))
+
     def _session(self, domain: str) -> _Session:
-        """A session with the first host of the domain's route that answers; Undeliverable naming the last error."""
+        """A session with the first host of the domain's route that answers as its TLS policy demands;
+        Undeliverable naming the last error (4.7.5 when a policy refused a host)."""
         errors: list[str] = []
+        refused_by_policy = ""
         transient = False
         attempts = 0
         deadline = time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout
+        sts = self._sts_policy(domain)
         for host in self._route(domain):
             if time.monotonic() >= deadline:
                 errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
             try:
+                policy = self._host_policy(domain, host, sts)
                 addresses = self._addresses(host)
+            except mx_tls.TlsRefused as exc:
+                refused_by_policy = str(exc)
+                continue
             except _HostSkipped as exc:
                 errors.append(str(exc))
                 transient = transient or exc.transient
                 continue
             for address in addresses:
-                if (kept := self._sessions.get(address)) is not None:
+                if (kept := self._sessions.get(address)) is not None and kept.meets(host, policy):
                     if kept.smtp.reset():
                         return kept
                     self._drop(kept)
@@ -220,29 +247,46 @@ class MxConnection:
                 attempts += 1
                 transient = True
                 try:
-                    session = _Session(host, address, self._connect(address))
+                    session = _Session(host, address, self._connect(host, address, policy))
+                except mx_tls.TlsRefused as exc:
+                    refused_by_policy = str(exc)
+                    continue
                 except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
                     errors.append(f"{host} [{address}]: {_brief(exc)}")
                     continue
+                session.secured = policy.kind if policy.mandatory else mx_tls.NONE
+                self._drop(self._sessions.get(address))
                 self._sessions[address] = session
                 return session
+        if refused_by_policy:
+            raise Undeliverable(Reply(451, f"4.7.5 {refused_by_policy}"))
         last = errors[-1] if errors else "no host to try"
         if transient:
             raise Undeliverable(Reply(451, f"4.4.1 no mail host of {domain} could be used ({attempts} tried): {last}"))
         raise Undeliverable(Reply(550, f"5.4.4 no mail host of {domain} may be used: {last}"))
 
-    def _connect(self, address: str) -> SmtpConnection:
-        """A session with STARTTLS when the host offers it, without a certificate check (RFC 7435)."""
+    def _host_policy(self, domain: str, host: str, sts: mx_tls.HostPolicy) -> mx_tls.HostPolicy:
+        """DANE for the host, else the domain's MTA-STS policy; TlsRefused when that policy excludes the host."""
+        policy = mx_tls.host_policy(domain, host, self.port, sts)
+        if policy.kind == mx_tls.STS_ENFORCE and policy.sts is not None and not policy.sts.allows(host):
+            outcome = mx_tls.Outcome(mx_tls.VALIDATION_FAILURE, f"{host} is not listed in its mx patterns")
+            mx_tls.record(policy, host=host, address="", outcome=outcome)
+            raise mx_tls.TlsRefused(f"{policy.describe()}: {outcome.detail}")
+        return policy
+
+    def _connect(self, host: str, address: str, policy: mx_tls.HostPolicy) -> SmtpConnection:
+        """A session with the TLS `policy` demands; TlsRefused when a mandatory policy's demand is not met."""
         clear = RelayConfig(address, self.port, "", "", "none", verify=False)
         connection = SmtpConnection(clear, self.timeout)
-        if not connection.smtp.has_extn("starttls"):
+        outcome = mx_tls.upgrade(connection.smtp, host=host, policy=policy)
+        mx_tls.record(policy, host=host, address=address, outcome=outcome)
+        if not outcome.failure or (outcome.in_clear and not policy.mandatory):
             return connection
-        try:
-            connection.smtp.starttls(context=clear.ssl_context())
-            connection.smtp.ehlo()
-            return connection
-        except (OSError, smtplib.SMTPException):
-            connection.close()
+        connection.close()
+        if policy.mandatory:
+            raise mx_tls.TlsRefused(f"{policy.describe()}: {outcome.detail} [{address}]")
+        if outcome.retry_unverified:  # MTA-STS testing: the failure is reported, the mail goes as without policy
+            return SmtpConnection(replace(clear, security="starttls-optional"), self.timeout)
         # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then
         # delivers in clear over a new connection rather than not at all, as Postfix's "may" level does.
         return SmtpConnection(clear, self.timeout)
@@ -276,7 +320,9 @@ class MxConnection:
             )
         raise _HostSkipped(f"{host} has no A or AAAA record", transient=False)
 
-    def _drop(self, session: _Session) -> None:
+    def _drop(self, session: _Session | None) -> None:
+        if session is None:
+            return
         self._sessions.pop(session.address, None)
         session.smtp.close()
 

@@ -1,4 +1,4 @@
-"""The network under a webhook request: one deadline for all of it.
+"""The network under an outgoing HTTP request (webhooks, MTA-STS policy fetches): one deadline for all of it.
 
 httpx and httpcore time each read and write separately, so a receiver that sends a byte now and
 then keeps a request open as long as it likes. Here every socket operation (connect, TLS
@@ -123,3 +123,30 @@ def post_status(
         ) as response,
     ):
         return response.status
+
+
+class BodyTooLarge(Exception):
+    """The response body is longer than the caller accepts."""
+
+
+def get_bounded(
+    *, url: str, host: str, sni_hostname: str, ssl_context: ssl.SSLContext, timeout: float, max_bytes: int
+) -> tuple[int, str, bytes]:
+    """GET `url` (which names the address to connect to) as `host`: (status, content type, body), all
+    within `timeout` seconds and never more than `max_bytes` of body; raises REQUEST_ERRORS or BodyTooLarge.
+    Redirects are not followed: a 3xx is returned as it is."""
+    backend = _DeadlineBackend(time.monotonic() + timeout)
+    headers = [("Host", host), ("Accept", "text/plain"), ("Connection", "close")]
+    with (
+        httpcore.ConnectionPool(ssl_context=ssl_context, network_backend=backend, retries=0) as pool,
+        pool.stream("GET", url, headers=headers, extensions={"sni_hostname": sni_hostname}) as response,
+    ):
+        content_type = next(
+            (value.decode("latin-1") for name, value in response.headers if name.lower() == b"content-type"), ""
+        )
+        body = bytearray()
+        for chunk in response.iter_stream():
+            body += chunk
+            if len(body) > max_bytes:
+                raise BodyTooLarge(f"the body is longer than {max_bytes} bytes")
+        return response.status, content_type, bytes(body)
