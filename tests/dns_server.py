@@ -5,7 +5,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import dns.resolver
-from dnslib import AAAA, MX, QTYPE, RCODE, RD, RR, TXT, A, DNSRecord
+from dnslib import AAAA, MX, QTYPE, RCODE, RD, RR, TLSA, TXT, A, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
 
 from tests.harness import free_port
@@ -13,11 +13,17 @@ from tests.harness import free_port
 
 class Zone(BaseResolver):
     """Records by (name, type); names it has nothing for get NXDOMAIN, other types an empty answer,
-    names in `failing` SERVFAIL (a broken authoritative server or a failed DNSSEC validation)."""
+    names in `failing` SERVFAIL (a broken authoritative server or a failed DNSSEC validation).
+    Answers for names in `authenticated` carry the AD bit, as a validating resolver's for a signed zone."""
 
     def __init__(self) -> None:
         self.records: dict[tuple[str, str], list[RD]] = {}
         self.failing: set[str] = set()
+        self.authenticated: set[str] = set()
+
+    def publish_tlsa(self, name: str, usage: int, selector: int, mtype: int, data: bytes) -> None:
+        """A TLSA record (RFC 6698) at `name`, e.g. `_25._tcp.mx.example.test`."""
+        self.records.setdefault((name.lower(), "TLSA"), []).append(TLSA(usage, selector, mtype, data))
 
     def publish_txt(self, name: str, value: str) -> None:
         # One TXT record holds strings of at most 255 bytes; long values (DKIM keys) span several.
@@ -44,6 +50,7 @@ class Zone(BaseResolver):
         if name in self.failing:
             reply.header.rcode = RCODE.SERVFAIL
             return reply
+        reply.header.ad = int(name in self.authenticated)
         for rdata in self.records.get((name, qtype), []):
             reply.add_answer(RR(request.q.qname, request.q.qtype, rdata=rdata, ttl=60))
         if not any(known == name for known, _ in self.records):

@@ -10,7 +10,7 @@ receiver demands (messaging/outbound/mx_tls.py): DANE, else the domain's MTA-STS
 (messaging/outbound/mta_sts.py), else STARTTLS when offered without checking the certificate
 (opportunistic, RFC 7435), in clear only when it is not offered or the upgrade fails. A host a policy
 excludes, or whose session cannot meet it, passes the turn too; with none left the recipients are
-deferred (451 4.7.5), never sent in clear or to an unlisted host.
+deferred (450 4.7.5), never sent in clear or to an unlisted host.
 
 No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
 server answered, so one dead destination never ends the batch for the others. Bounded whatever DNS
@@ -259,7 +259,9 @@ class MxConnection:
                 self._sessions[address] = session
                 return session
         if refused_by_policy:
-            raise Undeliverable(Reply(451, f"4.7.5 {refused_by_policy}"))
+            # 450, not 451: a 451 4.7.x reply reads as "slow down" (relay_limits.is_slow_down), and a
+            # receiver's TLS policy says nothing about the pace.
+            raise Undeliverable(Reply(450, f"4.7.5 {refused_by_policy}"))
         last = errors[-1] if errors else "no host to try"
         if transient:
             raise Undeliverable(Reply(451, f"4.4.1 no mail host of {domain} could be used ({attempts} tried): {last}"))

@@ -264,7 +264,7 @@ def record(policy: HostPolicy, *, host: str, address: str, outcome: Outcome) -> 
         policy_strings=list(policy.strings),
         mx_host=host,
         receiving_ip=address,
-        result_type=outcome.failure or policy.lookup_failure,
+        result_type=policy.lookup_failure or outcome.failure,
     )
 
 

@@ -6,7 +6,7 @@ import socket
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 
@@ -18,38 +18,11 @@ from messaging.models import EventType, Message, Status
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.outbound.mx import MxTransport, validate_mx_url
 from messaging.outbound.transports import Envelope, RelayConfig, SendResult, helo_name
-from tests.dns_server import Zone, dns_server, unanswering_dns_server
+from tests.dns_server import Zone, unanswering_dns_server
 from tests.factories import MessageFactory
-from tests.harness import SmtpSink, free_port, self_signed_certificate, smtp_sink
+from tests.harness import self_signed_certificate
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def zone(settings) -> Iterator[Zone]:
-    with dns_server() as (zone, address):
-        settings.MAILSERVICE_DNS_RESOLVER = address
-        settings.MAILSERVICE_DNS_TIMEOUT = 2.0
-        settings.EMAIL_URL = "mx://"
-        settings.MAILSERVICE_SMTP_TIMEOUT = 5.0
-        yield zone
-
-
-@pytest.fixture
-def mx_port(settings) -> int:
-    settings.MAILSERVICE_MX_PORT = free_port()
-    return settings.MAILSERVICE_MX_PORT
-
-
-@pytest.fixture
-def receivers(mx_port) -> Iterator[Callable[..., SmtpSink]]:
-    """Start a receiver on a loopback address (on the MX port): `receiver("127.0.0.2", tls=True)`."""
-    with ExitStack() as stack:
-
-        def receiver(host: str, *, tls_context: ssl.SSLContext | None = None) -> SmtpSink:
-            return stack.enter_context(smtp_sink(host=host, port=mx_port, tls_context=tls_context))
-
-        yield receiver
 
 
 @contextmanager
