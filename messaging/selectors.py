@@ -11,7 +11,6 @@ from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.mailbox import comparison_key
 from messaging.inbound.parsing import attachment_parts, decode_header_value, parse_bytes, part_bytes, storable
 from messaging.models import DailyMessageCount, Direction, EventType, Message, MessageEvent, Status
-from messaging.outbound.mx_tls import tls_policy_in_force
 
 _CURSOR_SALT = "messaging.message_list.cursor"
 # Columns a list item needs: bodies and raw source stay on disk.
@@ -253,9 +252,3 @@ def message_attachment(*, domain: Domain, public_id: str, index: int, is_test: b
     part = parts[index]
     filename = storable(decode_header_value(part.get_filename())) or None
     return Attachment(filename=filename, content_type=part.get_content_type(), data=part_bytes(part))
-
-
-def destination_tls_policy(*, domain: str) -> str:
-    """The TLS policy direct delivery last found for a recipient domain (an A-label), from the cache
-    without a lookup: "none", "MTA-STS testing", "MTA-STS enforce" or "DANE" (the console's destinations page)."""
-    return tls_policy_in_force(domain)

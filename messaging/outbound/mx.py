@@ -40,7 +40,7 @@ from django.core.exceptions import ImproperlyConfigured
 from domains.dns import dns_resolver
 from mailservice.errors import ValidationFailed
 from messaging.outbound import mx_tls
-from messaging.outbound.mta_sts import policy_for
+from messaging.outbound.mta_sts import policy_for, verified_tls_context
 from messaging.outbound.transports import (
     Connection,
     Envelope,
@@ -61,7 +61,7 @@ _DETAIL_CHARS = 300  # a resolver's or server's error, as quoted in a synthesize
 
 
 def validate_mx_url(url: str) -> None:
-    """EMAIL_URL=mx:// takes nothing after the scheme and its resolver must be well-formed, or start-up stops."""
+    """EMAIL_URL=mx:// takes nothing after the scheme; its resolver and CA file must be usable, or start-up stops."""
     parts = urlsplit(url)
     given = {"a host": parts.netloc, "a path": parts.path.strip("/"), "options": parts.query}
     given["a fragment"] = parts.fragment
@@ -75,6 +75,7 @@ def validate_mx_url(url: str) -> None:
         dns_resolver()
     except ValidationFailed as exc:
         raise ImproperlyConfigured(str(exc)) from None
+    verified_tls_context(settings.MAILSERVICE_TLS_CA_FILE)  # an unreadable CA file stops start-up, not a send
 
 
 class Undeliverable(Exception):

@@ -268,9 +268,9 @@ def record(policy: HostPolicy, *, host: str, address: str, outcome: Outcome) -> 
     )
 
 
-def tls_policy_in_force(domain: str) -> str:
-    """The TLS policy last seen for `domain` (an A-label), from the cache, no network: "none",
-    "MTA-STS testing", "MTA-STS enforce" or "DANE"."""
+def destination_tls_policy(*, domain: str) -> str:
+    """The TLS policy direct delivery last found for a recipient domain (an A-label), from the cache,
+    no lookup (for the console's destinations page): "none", "MTA-STS testing", "MTA-STS enforce" or "DANE"."""
     if cache.get(_DANE_KEY.format(domain)) is not None:
         return DANE
     policy = cached_policy(domain)

@@ -21,7 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from messaging.models import Status
 from messaging.outbound import mx_tls
-from messaging.selectors import destination_tls_policy
+from messaging.outbound.mx_tls import destination_tls_policy
 from tests.dns_server import Zone
 from tests.harness import free_port, self_signed_certificate
 from tests.messaging.test_mx_delivery import dispatched, mx, send
@@ -207,15 +207,21 @@ def test_enforce_with_a_trusted_certificate_for_the_mx_name_delivers_over_tls(
 
 @pytest.mark.parametrize(
     ("certificate", "result_type"),
-    [("self-signed", "certificate-not-trusted"), ("another name", "certificate-host-mismatch")],
+    [
+        ("self-signed", "certificate-not-trusted"),
+        ("another name", "certificate-host-mismatch"),
+        ("no STARTTLS", "starttls-not-supported"),
+    ],
 )
 def test_enforce_with_a_bad_certificate_defers_and_never_sends_in_clear(
     zone, receivers, authority, sts, outcomes, tmp_path, certificate, result_type
 ):
     if certificate == "self-signed":
         context = _server_context(*self_signed_certificate(tmp_path / "self", host="mx.secure.test"))
-    else:
+    elif certificate == "another name":
         context = authority.issue("mx.elsewhere.test")[0]
+    else:
+        context = None
     mx(zone, "secure.test", (10, "mx.secure.test", "127.0.0.2"))
     receiver = receivers("127.0.0.2", tls_context=context)
     sts("secure.test", "enforce", ["mx.secure.test"])
@@ -275,8 +281,10 @@ def test_a_policy_is_cached_until_the_txt_id_changes_and_a_failed_refresh_keeps_
     zone.records[("_mta-sts.secure.test", "TXT")] = []
     zone.publish_txt("_mta-sts.secure.test", "v=STSv1; id=3")
     served.status = 500
-    result = send("bob@secure.test")
-    assert served.requests == 3 and result.final.text.startswith("4.7.5")  # the cached policy still holds
+    for _ in range(2):
+        result = send("bob@secure.test")
+        assert result.final.text.startswith("4.7.5")  # the cached policy still holds
+    assert served.requests == 3  # a failed fetch is not repeated at once for the same id
 
 
 @pytest.mark.parametrize(
@@ -348,8 +356,11 @@ def test_a_matching_tlsa_record_delivers_even_against_an_mta_sts_policy(
     assert destination_tls_policy(domain="signed.test") == "DANE"
 
 
-def test_a_tlsa_mismatch_defers_without_sending(zone, receivers, authority, outcomes, mx_port):
-    context, _ = authority.issue("mx.signed.test")
+@pytest.mark.parametrize(("starttls", "result_type"), [(True, "tlsa-invalid"), (False, "starttls-not-supported")])
+def test_a_tlsa_mismatch_or_no_starttls_defers_without_sending(
+    zone, receivers, authority, outcomes, mx_port, starttls, result_type
+):
+    context = authority.issue("mx.signed.test")[0] if starttls else None
     mx(zone, "signed.test", (10, "mx.signed.test", "127.0.0.2"))
     receiver = receivers("127.0.0.2", tls_context=context)
     _publish_dane(zone, "mx.signed.test", "127.0.0.2", mx_port, (3, 1, 1, b"\x00" * 32))
@@ -358,7 +369,7 @@ def test_a_tlsa_mismatch_defers_without_sending(zone, receivers, authority, outc
 
     assert result.final.code == 450 and result.final.text.startswith("4.7.5 DANE TLSA of signed.test's MX")
     assert receiver.received == []
-    assert [(o["policy_type"], o["result_type"]) for o in outcomes] == [("tlsa", "tlsa-invalid")]
+    assert [(o["policy_type"], o["result_type"]) for o in outcomes] == [("tlsa", result_type)]
 
 
 def test_tlsa_records_without_the_ad_bit_are_ignored(zone, receivers, authority, outcomes, mx_port):
@@ -385,3 +396,18 @@ def test_a_failing_tlsa_lookup_for_a_signed_host_defers(zone, receivers, outcome
     assert result.final.code == 450 and "4.7.5 DANE TLSA of signed.test's MX" in result.final.text
     assert receiver.connections == 0
     assert [o["result_type"] for o in outcomes] == ["dnssec-invalid"]
+
+
+def test_a_session_opened_without_policy_is_not_reused_for_a_domain_that_enforces_one(
+    zone, receivers, authority, sts, outcomes
+):
+    mx(zone, "plain.test", (10, "mx.secure.test", "127.0.0.2"))
+    mx(zone, "secure.test", (10, "mx.secure.test", "127.0.0.2"))
+    receiver = receivers("127.0.0.2", tls_context=authority.issue("mx.secure.test")[0])
+    sts("secure.test", "enforce", ["mx.secure.test"])
+
+    result = send("a@plain.test", "b@secure.test", "c@plain.test")
+
+    assert result.delivered and sorted(result.accepted) == ["a@plain.test", "b@secure.test", "c@plain.test"]
+    assert receiver.connections == 2  # the verified session then carries plain.test's mail too
+    assert [o["policy_type"] for o in outcomes] == ["no-policy-found", "sts"]
