@@ -1,6 +1,7 @@
 """A real authoritative DNS server on loopback (dnslib), serving whatever records a test publishes."""
 
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -66,12 +67,13 @@ def dns_server() -> Iterator[tuple[Zone, str]]:
     quiet = DNSLogger("-request,-reply,-truncated,-error,-recv,-send,-data")
     servers = [DNSServer(zone, address="127.0.0.1", port=port, tcp=tcp, logger=quiet) for tcp in (False, True)]
     for server in servers:
-        server.start_thread()
+        # Not dnslib's start_thread: serve_forever's default poll (0.5 s) made each stop take that long.
+        threading.Thread(target=server.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         yield zone, f"127.0.0.1:{port}"
     finally:
         for server in servers:
-            server.stop()
+            server.server.shutdown()
             server.server.server_close()
 
 

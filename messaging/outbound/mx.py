@@ -229,8 +229,8 @@ class MxConnection:
                 errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
             try:
-                policy = self._host_policy(domain, host, sts)
                 addresses = self._addresses(host)
+                policy = self._host_policy(domain, host, sts)
             except mx_tls.TlsRefused as exc:
                 refused_by_policy = str(exc)
                 continue

@@ -15,7 +15,7 @@ result types; a session a policy forbids is never used: TlsRefused, and the reci
 import hashlib
 import smtplib
 import ssl
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache as memoized
 
@@ -97,7 +97,7 @@ class Outcome:
     failure: str = ""  # RFC 8460 result type; "" for success
     detail: str = ""
     in_clear: bool = False  # no TLS and the session still usable (STARTTLS not offered)
-    retry_unverified: bool = field(default=False)  # the certificate failed a check a later session may skip
+    retry_unverified: bool = False  # the certificate failed a check a later session may skip
 
 
 def sts_policy(domain: str, lookup: StsLookup) -> HostPolicy:

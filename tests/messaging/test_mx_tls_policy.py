@@ -174,10 +174,10 @@ def sts(zone, authority, settings) -> Callable[..., PolicyServer]:
     settings.MAILSERVICE_MTA_STS_PORT = free_port()
     servers: list = []
 
-    def publish(domain: str, mode: str, patterns: list[str], *, policy_id: str = "1") -> PolicyServer:
-        zone.publish_txt(f"_mta-sts.{domain}", f"v=STSv1; id={policy_id}")
+    def publish(domain: str, mode: str, patterns: list[str], *, certificate_for: str = "") -> PolicyServer:
+        zone.publish_txt(f"_mta-sts.{domain}", "v=STSv1; id=1")
         zone.publish_address(f"mta-sts.{domain}", POLICY_ADDRESS)
-        context, _ = authority.issue(f"mta-sts.{domain}")
+        context, _ = authority.issue(certificate_for or f"mta-sts.{domain}")
         manager = policy_server(context, settings.MAILSERVICE_MTA_STS_PORT)
         served = manager.__enter__()
         servers.append(manager)
@@ -321,6 +321,17 @@ def test_a_hostile_policy_server_gives_a_bounded_outcome_and_no_policy(
     assert destination_tls_policy(domain="hostile.test") == "none"
 
 
+def test_a_policy_host_whose_certificate_is_for_another_name_gives_no_policy(zone, receivers, sts, outcomes):
+    mx(zone, "spoofed.test", (10, "mx.spoofed.test", "127.0.0.2"))
+    receiver = receivers("127.0.0.2")
+    served = sts("spoofed.test", "enforce", ["mx.nowhere.test"], certificate_for="mta-sts.elsewhere.test")
+
+    assert send("bob@spoofed.test").delivered
+
+    assert len(receiver.received) == 1 and served.requests == 0  # the handshake failed before any request
+    assert [(o["policy_type"], o["result_type"]) for o in outcomes] == [("sts", "sts-webpki-invalid")]
+
+
 def _publish_dane(zone: Zone, host: str, address: str, port: int, *records: tuple[int, int, int, bytes]) -> None:
     for record in records:
         zone.publish_tlsa(f"_{port}._tcp.{host}", *record)
@@ -356,14 +367,23 @@ def test_a_matching_tlsa_record_delivers_even_against_an_mta_sts_policy(
     assert destination_tls_policy(domain="signed.test") == "DANE"
 
 
-@pytest.mark.parametrize(("starttls", "result_type"), [(True, "tlsa-invalid"), (False, "starttls-not-supported")])
+@pytest.mark.parametrize(
+    ("case", "result_type"),
+    [
+        ("no record matches", "tlsa-invalid"),
+        ("the TA matches, the certificate names another host", "tlsa-invalid"),
+        ("no STARTTLS", "starttls-not-supported"),
+    ],
+)
 def test_a_tlsa_mismatch_or_no_starttls_defers_without_sending(
-    zone, receivers, authority, outcomes, mx_port, starttls, result_type
+    zone, receivers, authority, outcomes, mx_port, case, result_type
 ):
-    context = authority.issue("mx.signed.test")[0] if starttls else None
+    context = None if case == "no STARTTLS" else authority.issue("mx.other.test")[0]
+    ca_digest = hashlib.sha256(authority.certificate.public_bytes(serialization.Encoding.DER)).digest()
+    record = (2, 0, 1, ca_digest) if case.startswith("the TA") else (3, 1, 1, b"\x00" * 32)
     mx(zone, "signed.test", (10, "mx.signed.test", "127.0.0.2"))
     receiver = receivers("127.0.0.2", tls_context=context)
-    _publish_dane(zone, "mx.signed.test", "127.0.0.2", mx_port, (3, 1, 1, b"\x00" * 32))
+    _publish_dane(zone, "mx.signed.test", "127.0.0.2", mx_port, record)
 
     result = send("bob@signed.test")
 
