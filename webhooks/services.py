@@ -38,7 +38,7 @@ from webhooks.payloads import PUBLIC_TYPE, event_payload, messages_data
 from webhooks.secrets import secret_generate
 from webhooks.signing import signature_headers
 from webhooks.targets import TargetRefused, redacted_url, target_resolve, url_check
-from webhooks.transport import REQUEST_ERRORS, post_status
+from mailservice.http_deadline import REQUEST_ERRORS, post_status
 
 logger = logging.getLogger(__name__)
 
