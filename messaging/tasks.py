@@ -10,7 +10,6 @@ from celery import shared_task
 from kombu.exceptions import OperationalError
 
 from mailservice.errors import ValidationFailed
-
 from messaging import aggregates
 from messaging.idempotency import idempotency_purge
 from messaging.outbound import dispatch

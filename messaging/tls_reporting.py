@@ -64,7 +64,9 @@ class Sent:
     outcome: str
 
     def __str__(self) -> str:
-        return f"{self.policy_domain} {self.rua}: {self.outcome}" if self.rua else f"{self.policy_domain}: {self.outcome}"
+        return (
+            f"{self.policy_domain} {self.rua}: {self.outcome}" if self.rua else f"{self.policy_domain}: {self.outcome}"
+        )
 
 
 def reporter() -> Reporter | None:
@@ -286,7 +288,9 @@ def _https_target(rua: str) -> tuple[str, str, ipaddress.IPv4Address | ipaddress
     allowed = [a for a in addresses if settings.MAILSERVICE_MX_ALLOW_PRIVATE or public_address(a)]
     if not allowed:
         shown = ", ".join(str(a) for a in addresses[:3])
-        raise ReportRefused(f"{host} resolves only to private or loopback addresses ({shown}); MAILSERVICE_MX_ALLOW_PRIVATE is off")
+        raise ReportRefused(
+            f"{host} resolves only to private or loopback addresses ({shown}); MAILSERVICE_MX_ALLOW_PRIVATE is off"
+        )
     return rua, host + (f":{port}" if port else ""), allowed[0]
 
 

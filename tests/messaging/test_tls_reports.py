@@ -24,11 +24,15 @@ from django.db import transaction
 from messaging.models import Message, TlsReportSubmission, TlsSessionCount
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.outbound.tls_reports import record_tls_outcome, tls_report
+from messaging.tasks import tls_reports_send_task
+from messaging.tls_reporting import previous_utc_day
 from tests.dns_server import Zone, dns_server
 from tests.factories import DomainFactory, dkim_dnsfunc
 from tests.harness import free_port, self_signed_certificate, smtp_sink
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sql_path")]
+pytestmark = pytest.mark.django_db
+# The counting UPSERT and the message store each have a one-statement path and an ORM twin.
+both_paths = pytest.mark.usefixtures("sql_path")
 
 SCHEMA = json.loads((Path(__file__).parents[1] / "fixtures" / "tlsrpt-schema.json").read_text())
 STS_POLICY = ["version: STSv1", "mode: enforce", "mx: *.mail.example.test", "max_age: 86400"]
@@ -76,6 +80,7 @@ def report_of(day: date, domain: str = "example.test") -> dict:
     return tls_report(day=day, policy_domain=domain, organization="acme.test", contact="c@acme.test", report_id="r1")
 
 
+@both_paths
 def test_each_session_counts_once_on_its_report_line():
     count_sessions()
 
@@ -87,6 +92,7 @@ def test_each_session_counts_once_on_its_report_line():
     ]
 
 
+@both_paths
 def test_a_count_that_fails_is_logged_and_leaves_the_callers_transaction_usable(caplog):
     with transaction.atomic():
         # PostgreSQL refuses a NUL character in text: a real database error inside the caller's transaction.
@@ -143,6 +149,7 @@ def attachment_of(message: Message) -> tuple[EmailMessage, EmailMessage]:
     return parsed, part
 
 
+@both_paths
 def test_a_mailto_report_becomes_a_message_from_the_reporter_that_dispatch_signs(settings, zone, reporter_domain):
     count_sessions()
     zone.publish_txt("_smtp._tls.example.test", "v=TLSRPTv1; rua=mailto:tls%2Brpt@example.test")
@@ -283,3 +290,23 @@ def test_a_reporter_on_an_unverified_domain_is_refused(settings):
 def test_the_date_must_be_a_date():
     with pytest.raises(CommandError, match="is not a date"):
         call_command("send_tls_reports", "--date", "yesterday")
+
+
+def test_the_daily_beat_task_reports_yesterday(settings, zone, reporter_domain):
+    yesterday = previous_utc_day()
+    TlsSessionCount.objects.create(
+        day=yesterday, policy_domain="example.test", policy_type="no-policy-found", sessions=3
+    )
+    record_tls_outcome(  # today's: not in yesterday's report
+        policy_domain="today.test", policy_type="no-policy-found", policy_strings=[], mx_host="", receiving_ip=""
+    )
+    zone.publish_txt("_smtp._tls.example.test", "v=TLSRPTv1; rua=mailto:rpt@example.test")
+    zone.publish_txt("_smtp._tls.today.test", "v=TLSRPTv1; rua=mailto:rpt@today.test")
+
+    assert settings.CELERY_BEAT_SCHEDULE["tls-reports-send"]["task"] == tls_reports_send_task.name
+    assert tls_reports_send_task() == 1
+
+    (part,) = [attachment_of(message)[1] for message in Message.objects.all()]
+    report = json.loads(gzip.decompress(part.get_content()))
+    assert report["date-range"]["start-datetime"] == f"{yesterday.isoformat()}T00:00:00Z"
+    assert report["policies"][0]["summary"]["total-successful-session-count"] == 3
