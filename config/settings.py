@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+from celery.schedules import crontab
 from cryptography.fernet import Fernet
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
@@ -357,6 +358,12 @@ MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
 # addresses (refused unless set: tests, a trusted LAN).
 MAILSERVICE_MX_PORT = env_int("MAILSERVICE_MX_PORT", 25)
 MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
+# Extra trust anchors (PEM) for verified TLS to others' servers (TLS reports' https: submissions),
+# beside the system store.
+MAILSERVICE_TLS_CA_FILE = env_str("MAILSERVICE_TLS_CA_FILE")
+# TLS-RPT (RFC 8460, messaging/tls_reporting.py): the address daily TLS reports are sent from, on a
+# verified sending domain (they must be DKIM-signed); unset, no report is sent.
+MAILSERVICE_TLSRPT_FROM = env_str("MAILSERVICE_TLSRPT_FROM")
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay
@@ -391,6 +398,12 @@ CELERY_BEAT_SCHEDULE = {
     },
     # The console dashboard's hourly and daily counts (messaging/aggregates.py).
     "status-counts-rollup": {"task": "messaging.status_counts_rollup", "schedule": 60.0, "options": {"expires": 60.0}},
+    # Yesterday's TLS reports (RFC 8460), early in the UTC day; manage.py send_tls_reports by hand.
+    "tls-reports-send": {
+        "task": "messaging.tls_reports_send",
+        "schedule": crontab(hour=0, minute=20),
+        "options": {"expires": 12 * 3600.0},
+    },
 }
 # --- Webhooks (webhooks/) ---------------------------------------------------------------------
 # Private, loopback and link-local targets are refused unless this is set (tests, a trusted LAN).
