@@ -12,6 +12,7 @@ from kombu.exceptions import OperationalError
 from messaging import aggregates
 from messaging.idempotency import idempotency_purge
 from messaging.outbound import dispatch
+from messaging.readiness import readiness_check_all
 from messaging.retention import messages_purge
 
 logger = logging.getLogger(__name__)
@@ -64,3 +65,8 @@ def retention_purge_task() -> int:
 @shared_task(name="messaging.idempotency_purge")
 def idempotency_purge_task() -> int:
     return idempotency_purge()
+
+
+@shared_task(name="messaging.readiness_check")
+def readiness_check_task() -> int:
+    return readiness_check_all()
