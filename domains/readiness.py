@@ -87,7 +87,7 @@ def _spf_dns_lookup(name: str, qtype: str, strict: bool = True, timeout: float =
         answer = resolver.resolve(name, qtype, search=False, lifetime=min(timeout, resolver.lifetime))
     except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer, dns.name.NameTooLong, dns.name.LabelTooLong):
         return []
-    except (dns.exception.Timeout, dns.resolver.NoNameservers) as exc:
+    except dns.exception.DNSException as exc:  # no answer, SERVFAIL, a malformed reply: try again later
         raise spf.TempError(f"DNS {exc}") from None
     values = {
         "A": lambda rdata: rdata.address,
@@ -95,6 +95,7 @@ def _spf_dns_lookup(name: str, qtype: str, strict: bool = True, timeout: float =
         "MX": lambda rdata: (rdata.preference, rdata.exchange),
         "PTR": lambda rdata: rdata.target.to_text(True),
         "TXT": lambda rdata: rdata.strings,
+        "SPF": lambda rdata: rdata.strings,  # type 99, asked only in pyspf's harsh mode
     }[qtype]
     return [((name, qtype), values(rdata)) for rdata in answer]
 
