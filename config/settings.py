@@ -353,6 +353,9 @@ MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
 MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 5)  # one per worker thread (Procfile)
 # The name given in EHLO to the relay or to recipients' MX hosts (unset: this machine's FQDN).
 MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
+# The addresses direct delivery leaves from, `ADDR[=HELO],…` (HELO default: MAILSERVICE_HELO_NAME):
+# what the readiness check (manage.py check_readiness) tests SPF and reverse DNS for.
+MAILSERVICE_SOURCE_ADDRESSES = env_str("MAILSERVICE_SOURCE_ADDRESSES")
 # Direct delivery (EMAIL_URL=mx://, messaging/outbound/mx.py): the port MX hosts are reached on
 # (25; tests use unprivileged ones), and whether an MX may resolve to loopback, private or link-local
 # addresses (refused unless set: tests, a trusted LAN).
@@ -396,6 +399,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": MAILSERVICE_RETENTION_PURGE_INTERVAL,
         "options": {"expires": MAILSERVICE_RETENTION_PURGE_INTERVAL},
     },
+    # Every domain's readiness check, kept for its console page (messaging/readiness.py).
+    "readiness-daily": {"task": "messaging.readiness_check", "schedule": 86400.0, "options": {"expires": 3600.0}},
     # The console dashboard's hourly and daily counts (messaging/aggregates.py).
     "status-counts-rollup": {"task": "messaging.status_counts_rollup", "schedule": 60.0, "options": {"expires": 60.0}},
     # Yesterday's TLS reports (RFC 8460), early in the UTC day; manage.py send_tls_reports by hand.

@@ -19,7 +19,7 @@ from django.utils.safestring import mark_safe
 
 from domains.dns import Purpose, dns_records, domain_check_dns, unconfigured_settings
 from domains.models import DkimKey, DkimKeyState, Domain
-from domains.selectors import dkim_signing_selector, with_sends_today
+from domains.selectors import dkim_signing_selector, readiness_last, with_sends_today
 from domains.sending import PauseKind, domain_pause, global_pause, global_paused, switch_pause
 from domains.services import (
     dkim_activate,
@@ -175,10 +175,13 @@ class DomainAdmin(ConsoleModelAdmin):
     ) -> HttpResponse:
         domain = self.get_object(request, object_id)
         records = dns_records(domain=domain) if domain else []
+        readiness = readiness_last(domain=domain) if domain else None
         context = {
             "dns_records": records,
             "dkim_pending": any(record.purpose is Purpose.DKIM_PENDING for record in records),
             "unconfigured_settings": unconfigured_settings(),
+            "readiness": readiness,
+            "readiness_checked_at": console_time(readiness.checked_at) if readiness else "",
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, context)

@@ -145,3 +145,17 @@ class DailyUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.domain} {self.day}: {self.sent_count}"
+
+
+class DomainReadiness(models.Model):
+    """The last readiness check of a domain (domains/readiness.py, messaging/readiness.py): kept so the
+    console shows it without asking DNS on every view; the daily check and `check_readiness` replace it."""
+
+    domain = models.OneToOneField(Domain, on_delete=models.CASCADE, related_name="readiness")
+    checks = models.JSONField(default=list, help_text='[{"id", "status", "detail"}], in the order checked')
+    checked_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Readiness of {self.domain} at {self.checked_at:%Y-%m-%d %H:%M}"

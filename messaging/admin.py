@@ -5,10 +5,12 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
@@ -29,6 +31,7 @@ from messaging.outbound.destinations import held_destinations
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.relay_limits import relay_rate_status
 from messaging.outbound.transports import delivery_mode
+from messaging.readiness import domain_readiness
 from messaging.selectors import delivery_rates, recipient_outcomes
 from messaging.suppressions import normalize_address
 
@@ -339,6 +342,34 @@ class DomainMailAdmin(DomainAdmin):
     @admin.display(description=f"Complaints ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
     def complaint_rate(self, domain: Domain) -> str:
         return _percent(domain.delivery_rates.complaint_rate)  # type: ignore[attr-defined]  # set by the change list
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        url = reverse("admin:domains_domain_check_readiness", args=[object_id]) if object_id.isdigit() else ""
+        return super().change_view(request, object_id, form_url, {"check_readiness_url": url, **(extra_context or {})})
+
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view
+        check = path(
+            "<int:object_id>/check-readiness/", view(self.check_readiness_view), name="domains_domain_check_readiness"
+        )
+        return [check, *super().get_urls()]
+
+    def check_readiness_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """Run the readiness check now (it asks DNS) and show the domain's page with the result."""
+        if request.method != "POST" or not self.has_change_permission(request):
+            return refuse(request, "Checking readiness needs a POST from an operator who may change domains.")
+        domain = get_object_or_404(Domain, pk=object_id)
+        try:
+            readiness = domain_readiness(domain=domain)
+        except ApiError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+        else:
+            failed = ", ".join(check.id for check in readiness.checks if check.status == "fail")
+            text, level = (f"failing: {failed}", messages.WARNING) if failed else ("no check fails", messages.SUCCESS)
+            self.message_user(request, f"Readiness of {domain.name} checked: {text}.", level)
+        return HttpResponseRedirect(reverse("admin:domains_domain_change", args=[domain.pk]))
 
     def delete_view(self, request: HttpRequest, object_id: str, extra_context: dict | None = None) -> HttpResponse:
         domain = self.get_object(request, object_id)

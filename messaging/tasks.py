@@ -13,6 +13,7 @@ from mailservice.errors import ValidationFailed
 from messaging import aggregates
 from messaging.idempotency import idempotency_purge
 from messaging.outbound import dispatch
+from messaging.readiness import readiness_check_all
 from messaging.retention import messages_purge
 
 logger = logging.getLogger(__name__)
@@ -82,3 +83,8 @@ def tls_reports_send_task() -> int:
         logger.info("tls-rpt: no reports sent: MAILSERVICE_TLSRPT_FROM is unset")
         return 0
     return len(results)
+
+
+@shared_task(name="messaging.readiness_check")
+def readiness_check_task() -> int:
+    return readiness_check_all()
