@@ -15,7 +15,16 @@ from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
-from config.env import database_from_url, env_bool, env_fernet_keys, env_float, env_int, env_list, env_str
+from config.env import (
+    database_from_url,
+    env_bool,
+    env_fernet_keys,
+    env_float,
+    env_int,
+    env_list,
+    env_source_addresses,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # KEY=value lines for whatever the real environment does not set: `make run` writes a development
@@ -357,6 +366,13 @@ MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
 # addresses (refused unless set: tests, a trusted LAN).
 MAILSERVICE_MX_PORT = env_int("MAILSERVICE_MX_PORT", 25)
 MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
+# Direct delivery's source addresses, `ADDR[=HELO],…` (messaging/outbound/sources.py): each MX connection
+# binds to one and gives its name in EHLO (default MAILSERVICE_HELO_NAME). Unset: the system's choice.
+MAILSERVICE_SOURCE_ADDRESSES = env_source_addresses("MAILSERVICE_SOURCE_ADDRESSES")
+# Warm-up: a new source address may send WARMUP messages per destination on its first UTC day, twice
+# as many each day after, until that cap passes WARMUP_CEILING (it is then warm). Unset: no warm-up.
+MAILSERVICE_WARMUP = env_int("MAILSERVICE_WARMUP", 0) or None
+MAILSERVICE_WARMUP_CEILING = env_int("MAILSERVICE_WARMUP_CEILING", 100000)
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay
