@@ -373,6 +373,10 @@ MAILSERVICE_SOURCE_ADDRESSES = env_source_addresses("MAILSERVICE_SOURCE_ADDRESSE
 # as many each day after, until that cap passes WARMUP_CEILING (it is then warm). Unset: no warm-up.
 MAILSERVICE_WARMUP = env_int("MAILSERVICE_WARMUP", 0) or None
 MAILSERVICE_WARMUP_CEILING = env_int("MAILSERVICE_WARMUP_CEILING", 100000)
+if (MAILSERVICE_WARMUP or 0) < 0 or MAILSERVICE_WARMUP_CEILING < 1:
+    raise ImproperlyConfigured(
+        "MAILSERVICE_WARMUP must be a positive number of messages, MAILSERVICE_WARMUP_CEILING too"
+    )
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay

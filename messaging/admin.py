@@ -405,7 +405,7 @@ class SourceAddressAdmin(ConsoleModelAdmin):
             return "warm"
         if row.warmup_started is None:
             return f"starts at its first send ({cap} per destination on day 1)"
-        return f"day {(day - row.warmup_started).days + 1}: {cap} per destination"
+        return f"day {max(0, (day - row.warmup_started).days) + 1}: {cap} per destination"
 
     @admin.display(description="Sent today")
     def today(self, row: SourceAddress) -> int:

@@ -190,3 +190,23 @@ def test_the_console_lists_every_source_address_with_pool_helo_warmup_and_todays
     assert "day 1: 50 per destination" in page
     assert '<td class="field-today">1</td>' in page
     assert '<td class="field-warmup">warm</td>' in page
+
+
+def test_a_pool_is_made_of_configured_addresses_and_assigned_to_a_domain_in_the_console(settings, admin_client):
+    settings.MAILSERVICE_SOURCE_ADDRESSES = SOURCES
+    domain = DomainFactory()
+
+    refused = admin_client.post(
+        reverse("admin:domains_sourcepool_add"), {"name": "transactional", "addresses": ["127.0.0.9"]}
+    )
+    admin_client.post(reverse("admin:domains_sourcepool_add"), {"name": "transactional", "addresses": ["127.0.0.6"]})
+    pool = SourcePool.objects.get()
+    admin_client.post(
+        reverse("admin:domains_domain_change", args=[domain.pk]),
+        {"daily_allowance": "", "dispatch_weight": "1", "source_pool": pool.pk},
+    )
+
+    assert "127.0.0.9 is not one of the available choices" in refused.content.decode()
+    assert pool.addresses == ["127.0.0.6"]
+    domain.refresh_from_db()
+    assert domain.source_pool == pool
