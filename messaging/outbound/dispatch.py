@@ -512,7 +512,8 @@ class _Transactions:
                 raise  # nobody has it yet: the whole message is tried again
             unsent = [address for rest, _ in self.envelopes[number:] for address in rest]
             raise self._partly_sent(unsent, _error_text(exc)) from exc
-        metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
+        if result.not_sent is None:  # else no server was asked: the reply is the pool's, synthesized
+            metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
         return result
 
     def _partly_sent(self, unsent: list[str], error: str) -> PartlySent:

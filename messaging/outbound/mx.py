@@ -9,6 +9,10 @@ greets with anything but 220 passes the turn to the next. Each session upgrades 
 the host offers it, without checking the certificate (opportunistic, RFC 7435), and stays in clear
 only when it does not or when the upgrade fails.
 
+With MAILSERVICE_SOURCE_ADDRESSES each transaction leaves from an address of its sending domain's pool,
+chosen within the warm-up caps (messaging/outbound/sources.py), and its session binds to that address
+and gives its EHLO name; when no address of the pool has room the message is not sent (`NotSent`).
+
 No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
 server answered, so one dead destination never ends the batch for the others. Bounded whatever DNS
 says: at most MAX_MX_HOSTS hosts and MAX_CONNECTION_ATTEMPTS new connections per recipient domain

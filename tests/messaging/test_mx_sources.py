@@ -14,6 +14,7 @@ from django.utils import timezone
 from config.env import env_source_addresses
 from domains.models import Domain, SourceAddress, SourcePool
 from messaging.models import EventType, Message, Status
+from messaging.outbound import sources
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.outbound.relay_limits import shared_redis
 from messaging.outbound.sources import KEY_PREFIX, today
@@ -28,8 +29,9 @@ SOURCES = {"127.0.0.5": "out-5.sender.test", "127.0.0.6": ""}
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counts() -> Iterator[None]:
-    """The warm-up counts live in Redis by day: none left from another test."""
+def _fresh_counts(monkeypatch) -> Iterator[None]:
+    """The warm-up counts live in Redis (or in-process) by day: none left from another test."""
+    monkeypatch.setattr(sources, "_local", sources._LocalCounts())
 
     def clear() -> None:
         client = shared_redis()
@@ -102,8 +104,11 @@ def test_a_domain_without_a_pool_leaves_from_every_address(receiver):
     assert {received.peer[0] for received in receiver.received} == set(SOURCES)
 
 
-def test_warmup_overflow_leaves_from_the_pools_warm_address(receiver, pooled, settings):
+@pytest.mark.parametrize("counted_in", ["Redis", "the process"])
+def test_warmup_overflow_leaves_from_the_pools_warm_address(receiver, pooled, settings, counted_in):
     settings.MAILSERVICE_WARMUP = 2
+    if counted_in == "the process":
+        settings.REDIS_URL = None
     domain = pooled("127.0.0.5", "127.0.0.6")
     SourceAddress.objects.create(address="127.0.0.6", warm=True)
 
