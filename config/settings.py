@@ -16,7 +16,16 @@ from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
-from config.env import database_from_url, env_bool, env_fernet_keys, env_float, env_int, env_list, env_str
+from config.env import (
+    database_from_url,
+    env_bool,
+    env_fernet_keys,
+    env_float,
+    env_int,
+    env_list,
+    env_source_addresses,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # KEY=value lines for whatever the real environment does not set: `make run` writes a development
@@ -353,9 +362,6 @@ MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
 MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 5)  # one per worker thread (Procfile)
 # The name given in EHLO to the relay or to recipients' MX hosts (unset: this machine's FQDN).
 MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
-# The addresses direct delivery leaves from, `ADDR[=HELO],…` (HELO default: MAILSERVICE_HELO_NAME):
-# what the readiness check (manage.py check_readiness) tests SPF and reverse DNS for.
-MAILSERVICE_SOURCE_ADDRESSES = env_str("MAILSERVICE_SOURCE_ADDRESSES")
 # Direct delivery (EMAIL_URL=mx://, messaging/outbound/mx.py): the port MX hosts are reached on
 # (25; tests use unprivileged ones), and whether an MX may resolve to loopback, private or link-local
 # addresses (refused unless set: tests, a trusted LAN).
@@ -367,6 +373,18 @@ MAILSERVICE_TLS_CA_FILE = env_str("MAILSERVICE_TLS_CA_FILE")
 # TLS-RPT (RFC 8460, messaging/tls_reporting.py): the address daily TLS reports are sent from, on a
 # verified sending domain (they must be DKIM-signed); unset, no report is sent.
 MAILSERVICE_TLSRPT_FROM = env_str("MAILSERVICE_TLSRPT_FROM")
+# Direct delivery's source addresses, `ADDR[=HELO],…` (messaging/outbound/sources.py): each MX connection
+# binds to one and gives its name in EHLO (default MAILSERVICE_HELO_NAME); the readiness check tests their SPF
+# and reverse DNS. Unset: the system's choice.
+MAILSERVICE_SOURCE_ADDRESSES = env_source_addresses("MAILSERVICE_SOURCE_ADDRESSES")
+# Warm-up: a new source address may send WARMUP messages per destination on its first UTC day, twice
+# as many each day after, until that cap passes WARMUP_CEILING (it is then warm). Unset: no warm-up.
+MAILSERVICE_WARMUP = env_int("MAILSERVICE_WARMUP", 0) or None
+MAILSERVICE_WARMUP_CEILING = env_int("MAILSERVICE_WARMUP_CEILING", 100000)
+if (MAILSERVICE_WARMUP or 0) < 0 or MAILSERVICE_WARMUP_CEILING < 1:
+    raise ImproperlyConfigured(
+        "MAILSERVICE_WARMUP must be a positive number of messages, MAILSERVICE_WARMUP_CEILING too"
+    )
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay

@@ -1,4 +1,4 @@
-"""Messages (read-only, fast over millions of rows) and suppressions in the console."""
+"""Messages (read-only, fast over millions of rows), suppressions and source addresses in the console."""
 
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +16,8 @@ from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from domains.admin import DomainAdmin, DomainChangeList
-from domains.models import Domain
+from domains.models import Domain, SourceAddress, SourcePool
+from domains.sources import configured_addresses, source_address_rows
 from mailservice.console import (
     ConsoleModelAdmin,
     EstimatedCountPaginator,
@@ -30,6 +31,7 @@ from messaging.models import Direction, Message, MessageEvent, Suppression
 from messaging.outbound.destinations import held_destinations
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.relay_limits import relay_rate_status
+from messaging.outbound.sources import counts_today, source_of, today, warmup_cap
 from messaging.outbound.transports import delivery_mode
 from messaging.readiness import domain_readiness
 from messaging.selectors import delivery_rates, recipient_outcomes
@@ -384,3 +386,58 @@ class DomainMailAdmin(DomainAdmin):
 
 admin.site.unregister(Domain)
 admin.site.register(Domain, DomainMailAdmin)
+
+
+class SourceAddressChangeList(ChangeList):
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        # Today's counts in one Redis round trip and the pools in one query, for the whole page.
+        counts = counts_today(row.address for row in self.result_list)
+        pools = list(SourcePool.objects.all())
+        for row in self.result_list:
+            row.count_today = counts[row.address]
+            row.pool_names = [pool.name for pool in pools if row.address in pool.addresses]
+
+
+@admin.register(SourceAddress)
+class SourceAddressAdmin(ConsoleModelAdmin):
+    """Direct delivery's source addresses (MAILSERVICE_SOURCE_ADDRESSES): pools, EHLO name, warm-up, today's count.
+    An operator marks an address warm, or moves the day its warm-up began."""
+
+    list_display = ["address", "pools", "helo", "warmup", "today"]
+    fields = ["address", "helo", "warm", "warmup_started", "warmup"]
+    readonly_fields = ["address", "helo", "warmup"]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return SourceAddressChangeList
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        source_address_rows(configured_addresses())  # every configured address has its row, used or not
+        return super().changelist_view(request, extra_context)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # the addresses come from MAILSERVICE_SOURCE_ADDRESSES
+
+    @admin.display(description="Pools")
+    def pools(self, row: SourceAddress) -> str:
+        return ", ".join(row.pool_names) or "—"  # type: ignore[attr-defined]  # set by the change list
+
+    @admin.display(description="HELO")
+    def helo(self, row: SourceAddress) -> str:
+        if row.address not in configured_addresses():
+            return "not in MAILSERVICE_SOURCE_ADDRESSES: unused"
+        return source_of(row).helo
+
+    @admin.display(description="Warm-up")
+    def warmup(self, row: SourceAddress) -> str:
+        day = today()
+        cap = warmup_cap(row, day)
+        if cap is None:
+            return "warm"
+        if row.warmup_started is None:
+            return f"starts at its first send ({cap} per destination on day 1)"
+        return f"day {max(0, (day - row.warmup_started).days) + 1}: {cap} per destination"
+
+    @admin.display(description="Sent today")
+    def today(self, row: SourceAddress) -> int:
+        return row.count_today  # type: ignore[attr-defined]  # set by the change list

@@ -8,7 +8,6 @@ days in a row under the ceiling. So each of the last 7 UTC days is rated on its 
 day decides: `fail` at 0.3 % or more, `warn` above 0.1 %.
 """
 
-import ipaddress
 import logging
 from datetime import date, datetime, timedelta
 
@@ -18,7 +17,7 @@ from django.utils import timezone
 
 from domains.models import Domain
 from domains.readiness import Check, Readiness, Sending, SourceAddress, Status, readiness_dns_checks, readiness_save
-from mailservice.errors import ApiError, ValidationFailed
+from mailservice.errors import ApiError
 from messaging.models import CountedEvent, DailyStatusCount
 from messaging.outbound.transports import helo_name, is_direct_delivery
 
@@ -29,25 +28,19 @@ COMPLAINT_CEILING = 0.003  # Gmail and Yahoo: never reach 0.3 %
 COMPLAINT_TARGET = 0.001  # Gmail: keep below 0.1 %
 
 
-def source_addresses(value: str) -> tuple[SourceAddress, ...]:
-    """MAILSERVICE_SOURCE_ADDRESSES, `ADDR[=HELO],…`; an address without `=HELO` gives the EHLO name
-    the service uses (MAILSERVICE_HELO_NAME, else this machine's FQDN)."""
-    sources = []
-    for item in filter(None, (part.strip() for part in value.split(","))):
-        address, _, helo = item.partition("=")
-        try:
-            parsed = ipaddress.ip_address(address.strip())
-        except ValueError:
-            raise ValidationFailed(f"MAILSERVICE_SOURCE_ADDRESSES: {address.strip()!r} is not an IP address") from None
-        sources.append(SourceAddress(str(parsed), helo.strip() or helo_name()))
-    return tuple(sources)
+def source_addresses() -> tuple[SourceAddress, ...]:
+    """MAILSERVICE_SOURCE_ADDRESSES (parsed at start-up, config/env.py); an address without its own HELO
+    name gives the EHLO name the service uses (MAILSERVICE_HELO_NAME, else this machine's FQDN)."""
+    return tuple(
+        SourceAddress(address, helo or helo_name()) for address, helo in settings.MAILSERVICE_SOURCE_ADDRESSES.items()
+    )
 
 
 def current_sending() -> Sending:
     """How mail leaves now: direct delivery (EMAIL_URL=mx://) from its source addresses, or a relay."""
     if not is_direct_delivery(settings.EMAIL_URL or ""):
         return Sending(direct=False)
-    return Sending(direct=True, sources=source_addresses(settings.MAILSERVICE_SOURCE_ADDRESSES or ""))
+    return Sending(direct=True, sources=source_addresses())
 
 
 def _daily_counts(*, domain: Domain, since: date) -> dict[date, dict[str, int]]:

@@ -9,6 +9,10 @@ greets with anything but 220 passes the turn to the next. Each session upgrades 
 the host offers it, without checking the certificate (opportunistic, RFC 7435), and stays in clear
 only when it does not or when the upgrade fails.
 
+With MAILSERVICE_SOURCE_ADDRESSES each transaction leaves from an address of its sending domain's pool,
+chosen within the warm-up caps (messaging/outbound/sources.py), and its session binds to that address
+and gives its EHLO name; when no address of the pool has room the message is not sent (`NotSent`).
+
 No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
 server answered, so one dead destination never ends the batch for the others. Bounded whatever DNS
 says: at most MAX_MX_HOSTS hosts and MAX_CONNECTION_ATTEMPTS new connections per recipient domain
@@ -35,14 +39,19 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from domains.dns import dns_resolver
+from domains.models import SourceAddress
+from domains.sources import Pool, source_address_rows
 from mailservice.errors import ValidationFailed
+from messaging.outbound.sources import choose_source, next_try, source_of
 from messaging.outbound.transports import (
     Connection,
     Envelope,
+    NotSent,
     RelayConfig,
     Reply,
     SendResult,
     SmtpConnection,
+    Source,
     merged_results,
 )
 
@@ -78,6 +87,20 @@ class Undeliverable(Exception):
     def __init__(self, reply: Reply) -> None:
         super().__init__(str(reply))
         self.reply = reply
+
+
+class _PoolFull(Exception):
+    """No address of the message's pool may send it now (warm-up caps): nothing is begun."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.result = SendResult(final=Reply(451, f"4.7.0 not sent: {why}"), not_sent=NotSent(why, next_try()))
+
+
+def _past_cap(pool: list[SourceAddress], destination: str) -> SourceAddress:
+    row = choose_source(pool, destination, past_cap=True)
+    assert row is not None  # past_cap always takes one of a pool that has addresses
+    return row
 
 
 class _HostSkipped(Exception):
@@ -140,11 +163,21 @@ def public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bo
     return address.is_global and not address.is_multicast
 
 
+def _session_key(source: Source | None, address: str) -> tuple[str, str]:
+    """Sessions are kept per (source address, MX address): one from another source is another session."""
+    return (source.address if source else "", address)
+
+
 @dataclass
 class _Session:
     host: str
     address: str
     smtp: SmtpConnection
+    source: Source | None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return _session_key(self.source, self.address)
 
     def __str__(self) -> str:
         return f"{self.host} [{self.address}]"
@@ -156,24 +189,48 @@ class MxConnection:
 
     def __init__(self, *, resolver: dns.resolver.Resolver, port: int, timeout: float, allow_private: bool) -> None:
         self.resolver, self.port, self.timeout, self.allow_private = resolver, port, timeout, allow_private
-        self._sessions: dict[str, _Session] = {}  # by address
+        self._sessions: dict[tuple[str, str], _Session] = {}  # by (source address or "", MX address)
         self._routes: dict[str, list[str] | Undeliverable] = {}  # by domain, for the batch
+        self._pools: dict[Pool, list[SourceAddress]] = {}  # their warm-up rows, read once a batch
 
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
         """One transaction per recipient domain (each to its own servers), merged into one result."""
         by_domain: dict[str, list[str]] = {}
         for recipient in envelope.recipients:
             by_domain.setdefault(recipient.rpartition("@")[2].lower(), []).append(recipient)
+        try:
+            sources = self._sources(envelope, list(by_domain))
+        except _PoolFull as exc:
+            return exc.result
         return merged_results(
             [
-                (recipients, self._send_to(domain, replace(envelope, recipients=recipients), data, name))
+                (recipients, self._send_to(domain, replace(envelope, recipients=recipients), data, name, sources))
                 for domain, recipients in by_domain.items()
             ]
         )
 
-    def _send_to(self, domain: str, envelope: Envelope, data: bytes, name: str) -> SendResult:
+    def _sources(self, envelope: Envelope, domains: list[str]) -> dict[str, Source]:
+        """The source address each domain's transaction leaves from, counted against the warm-up caps ({}
+        without a pool: the system chooses). _PoolFull if none has room for any of them; once one part
+        of the message goes, the others go too, past the caps if need be (`choose_source`'s past_cap)."""
+        pool = envelope.pool
+        if pool is None:
+            return {}
+        if pool not in self._pools:
+            self._pools[pool] = source_address_rows(pool.addresses)
+        rows = self._pools[pool]
+        if not rows:
+            raise _PoolFull(f"the pool {pool.name} has no address in MAILSERVICE_SOURCE_ADDRESSES")
+        chosen = {domain: choose_source(rows, domain, past_cap=envelope.follows) for domain in domains}
+        if all(row is None for row in chosen.values()):
+            raise _PoolFull(f"every address of pool {pool.name} is at its warm-up cap for {', '.join(domains)}")
+        return {domain: source_of(row or _past_cap(rows, domain)) for domain, row in chosen.items()}
+
+    def _send_to(
+        self, domain: str, envelope: Envelope, data: bytes, name: str, sources: dict[str, Source]
+    ) -> SendResult:
         try:
-            session = self._session(domain)
+            session = self._session(domain, sources.get(domain))
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
         try:
@@ -194,7 +251,7 @@ class MxConnection:
             raise route
         return route
 
-    def _session(self, domain: str) -> _Session:
+    def _session(self, domain: str, source: Source | None) -> _Session:
         """A session with the first host of the domain's route that answers; Undeliverable naming the last error."""
         errors: list[str] = []
         transient = False
@@ -205,13 +262,13 @@ class MxConnection:
                 errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
             try:
-                addresses = self._addresses(host)
+                addresses = self._addresses_from(host, source)
             except _HostSkipped as exc:
                 errors.append(str(exc))
                 transient = transient or exc.transient
                 continue
             for address in addresses:
-                if (kept := self._sessions.get(address)) is not None:
+                if (kept := self._sessions.get(_session_key(source, address))) is not None:
                     if kept.smtp.reset():
                         return kept
                     self._drop(kept)
@@ -220,21 +277,21 @@ class MxConnection:
                 attempts += 1
                 transient = True
                 try:
-                    session = _Session(host, address, self._connect(address))
+                    session = _Session(host, address, self._connect(address, source), source)
                 except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
                     errors.append(f"{host} [{address}]: {_brief(exc)}")
                     continue
-                self._sessions[address] = session
+                self._sessions[session.key] = session
                 return session
         last = errors[-1] if errors else "no host to try"
         if transient:
             raise Undeliverable(Reply(451, f"4.4.1 no mail host of {domain} could be used ({attempts} tried): {last}"))
         raise Undeliverable(Reply(550, f"5.4.4 no mail host of {domain} may be used: {last}"))
 
-    def _connect(self, address: str) -> SmtpConnection:
+    def _connect(self, address: str, source: Source | None) -> SmtpConnection:
         """A session with STARTTLS when the host offers it, without a certificate check (RFC 7435)."""
         clear = RelayConfig(address, self.port, "", "", "none", verify=False)
-        connection = SmtpConnection(clear, self.timeout)
+        connection = SmtpConnection(clear, self.timeout, source)
         if not connection.smtp.has_extn("starttls"):
             return connection
         try:
@@ -245,7 +302,18 @@ class MxConnection:
             connection.close()
         # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then
         # delivers in clear over a new connection rather than not at all, as Postfix's "may" level does.
-        return SmtpConnection(clear, self.timeout)
+        return SmtpConnection(clear, self.timeout, source)
+
+    def _addresses_from(self, host: str, source: Source | None) -> list[str]:
+        """The host's usable addresses of the source address's family (IPv4 or IPv6)."""
+        addresses = self._addresses(host)
+        if source is None:
+            return addresses
+        version = ipaddress.ip_address(source.address).version
+        fitting = [address for address in addresses if ipaddress.ip_address(address).version == version]
+        if not fitting:
+            raise _HostSkipped(f"{host} has no IPv{version} address to reach from {source.address}", transient=True)
+        return fitting
 
     def _addresses(self, host: str) -> list[str]:
         """The addresses of an MX host that may be connected to, IPv4 first."""
@@ -277,7 +345,7 @@ class MxConnection:
         raise _HostSkipped(f"{host} has no A or AAAA record", transient=False)
 
     def _drop(self, session: _Session) -> None:
-        self._sessions.pop(session.address, None)
+        self._sessions.pop(session.key, None)
         session.smtp.close()
 
     def close(self) -> None:

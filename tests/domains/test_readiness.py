@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from domains.dns import dkim_record
 from domains.models import DkimKeyState, DomainReadiness
-from mailservice.errors import ValidationFailed
 from messaging.models import CountedEvent, DailyStatusCount
 from messaging.readiness import complaint_rate_check, domain_readiness, source_addresses
 from messaging.tasks import readiness_check_task
@@ -217,7 +216,7 @@ def test_a_rua_without_the_service_says_what_to_set(zone, domain):
 def direct(zone, domain, settings):
     """Direct delivery from two loopback addresses; only the first has a PTR that matches its HELO name."""
     settings.EMAIL_URL = "mx://"
-    settings.MAILSERVICE_SOURCE_ADDRESSES = "127.0.0.2=out1.mailservice.test, 127.0.0.3=out2.mailservice.test"
+    settings.MAILSERVICE_SOURCE_ADDRESSES = {"127.0.0.2": "out1.mailservice.test", "127.0.0.3": "out2.mailservice.test"}
     zone.publish_ptr("127.0.0.2", "out1.mailservice.test")
     zone.publish_address("out1.mailservice.test", "127.0.0.2")
     zone.publish_ptr("127.0.0.3", "host-3.isp.test")
@@ -252,13 +251,11 @@ def test_a_ptr_that_does_not_resolve_back_fails(direct, domain, zone):
     assert "out1.mailservice.test (the PTR of 127.0.0.2) does not resolve back" in results(domain)["ptr"][1]
 
 
-def test_source_addresses_setting(settings):
+def test_a_source_address_without_its_own_helo_name_gives_the_service_s(settings):
     settings.MAILSERVICE_HELO_NAME = "helo.mailservice.test"
-    parsed = source_addresses(" 192.0.2.1=a.test ,2001:db8::1 ")
-    assert [(s.address, s.helo) for s in parsed][0] == ("192.0.2.1", "a.test")
-    assert parsed[1].address == "2001:db8::1"
-    with pytest.raises(ValidationFailed, match="not an IP address"):
-        source_addresses("mail.example.com")
+    settings.MAILSERVICE_SOURCE_ADDRESSES = {"192.0.2.1": "a.test", "2001:db8::1": ""}
+    parsed = source_addresses()
+    assert [(s.address, s.helo) for s in parsed] == [("192.0.2.1", "a.test"), ("2001:db8::1", "helo.mailservice.test")]
 
 
 @pytest.mark.parametrize(("complained", "expected"), [(0, "pass"), (1, "pass"), (2, "warn"), (3, "fail")])
