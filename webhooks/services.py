@@ -29,9 +29,9 @@ from django.utils import timezone
 
 from domains.models import Domain
 from mailservice import metrics
-from mailservice.deadline_http import REQUEST_ERRORS, post_status
 from mailservice.encryption import decrypt_secret, encrypt_secret
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
+from mailservice.http_deadline import REQUEST_ERRORS, post_status
 from mailservice.ids import public_id
 from messaging.models import Message, MessageEvent
 from webhooks.models import DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint

@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from domains.selectors import SigningKey, dkim_signing_keys
 from domains.sending import domain_unpaused, global_paused, unpaused
+from domains.sources import Pool, domain_pools
 from mailservice import metrics
 from messaging import sql
 from messaging.models import BounceType, EventRecord, EventType, Message, MessageEvent, Status
@@ -348,6 +349,7 @@ class _Batch:
     suppressed: set[tuple[int, str]]
     signing_keys: dict[int, SigningKey]
     holds: BatchHolds
+    pools: dict[int, Pool]  # direct delivery's source addresses per domain ({}: the system chooses)
 
     @classmethod
     def read(cls, messages: list[Message], leases: LeaseSet, relay: LazyRelay) -> Self:
@@ -357,6 +359,7 @@ class _Batch:
             suppressed=_suppressed(messages),
             signing_keys=dkim_signing_keys(domain_ids={message.domain_id for message in messages}),
             holds=BatchHolds(address for message in messages for address in _wire_addresses(message)),
+            pools=domain_pools(domain_ids={message.domain_id for message in messages}),
         )
 
     def cleared(self, message: Message) -> bool:
@@ -425,16 +428,20 @@ def _unsent_outcome(message: Message, addressees: _Addressees) -> SendOutcome | 
     return None
 
 
-def _envelopes(message: Message, addressees: _Addressees) -> list[tuple[list[str], Envelope]]:
-    """(RCPT TO addresses, envelope) of each SMTP transaction the message takes (`_transactions`)."""
+def _envelopes(message: Message, addressees: _Addressees, pool: Pool | None) -> list[tuple[list[str], Envelope]]:
+    """(RCPT TO addresses, envelope) of each SMTP transaction the message takes (`_transactions`), each
+    leaving from an address of its domain's `pool` (direct delivery)."""
     return [
         (
             addresses,
-            envelope_for(
-                message=message,
-                recipients=addresses,
-                return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN,
-                recipient_index=index,
+            replace(
+                envelope_for(
+                    message=message,
+                    recipients=addresses,
+                    return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN,
+                    recipient_index=index,
+                ),
+                pool=pool,
             ),
         )
         for index, addresses in _transactions(addressees.recipients, addressees.wire)
@@ -472,6 +479,8 @@ class _Transactions:
                 # asked again: once a recipient has the message the rest follow, within the lease.
                 relay_permit()
             result = self._send(number)
+            if result.not_sent is not None:  # only a first transaction is held back (`Envelope.follows`)
+                return _not_sent(self.message, retry_at=result.not_sent.until, why=result.not_sent.why)
             self.results.append((addresses, result))
             if is_slow_down(result.final) and not result.delivered:
                 relay_slow_down(reply=str(result.final))
@@ -493,6 +502,8 @@ class _Transactions:
     def _send(self, number: int) -> SendResult:
         """Transaction `number`; PartlySent if the connection fails after an earlier one delivered."""
         message, envelope = self.message, self.envelopes[number][1]
+        # Once a transaction of the message was begun the others follow, whatever the warm-up caps.
+        envelope = replace(envelope, follows=number > 0)
         name = message.public_id if len(self.envelopes) == 1 else f"{message.public_id}.{number}"
         try:
             result = self.batch.relay.send(envelope=envelope, data=self.data, name=name)
@@ -501,7 +512,8 @@ class _Transactions:
                 raise  # nobody has it yet: the whole message is tried again
             unsent = [address for rest, _ in self.envelopes[number:] for address in rest]
             raise self._partly_sent(unsent, _error_text(exc)) from exc
-        metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
+        if result.not_sent is None:  # else no server was asked: the reply is the pool's, synthesized
+            metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
         return result
 
     def _partly_sent(self, unsent: list[str], error: str) -> PartlySent:
@@ -532,7 +544,7 @@ def _send_one(message: Message, batch: _Batch) -> SendOutcome | None:
         if unsent := _unsent_outcome(message, addressees):
             return unsent
         rendered = submitted_rendering(message) if message.submitted else render_message(message)
-        envelopes = _envelopes(message, addressees)
+        envelopes = _envelopes(message, addressees, batch.pools.get(message.domain_id))
     except UnsendableMessage as exc:
         return SendOutcome(Status.FAILED, [EventRecord(EventType.FAILED, "", str(exc))], str(exc))
     if held := batch.holds.held_until(addressees.wire):

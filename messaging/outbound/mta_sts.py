@@ -2,7 +2,7 @@
 
 `_mta-sts.<domain>` TXT (`v=STSv1; id=…`) says a policy exists and its version; the policy itself is
 GET https://mta-sts.<domain>/.well-known/mta-sts.txt, with the policy host resolved through the
-service's resolver, its certificate verified (MAILSERVICE_TLS_CA_FILE or the system's store), no
+service's resolver, its certificate verified (the system's store and MAILSERVICE_TLS_CA_FILE), no
 redirect followed, at most MAX_POLICY_BYTES within one deadline (MAILSERVICE_SMTP_TIMEOUT) however
 the server paces its bytes. Policies are cached in Django's cache (Redis when REDIS_URL is set, so
 every worker shares them) for their max_age, and fetched again when the TXT id changes. A failed
@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 
-from mailservice.deadline_http import REQUEST_ERRORS, BodyTooLarge, get_bounded
+from mailservice.http_deadline import REQUEST_ERRORS, BodyTooLarge, get_bounded
 
 MAX_POLICY_BYTES = 64 * 1024  # RFC 8461 §3.3: policies are small; a larger body is refused
 MAX_AGE_CAP = 31_557_600  # RFC 8461 §3.2: max_age is at most one year
@@ -141,9 +141,11 @@ def _txt_id(resolver: dns.resolver.Resolver, domain: str) -> str | None:
 
 @memoized
 def verified_tls_context(ca_file: str) -> ssl.SSLContext:
-    """Certificate and host name checked against MAILSERVICE_TLS_CA_FILE (unset: the system's store), TLS 1.2+."""
+    """Certificate and host name checked against the system's store and MAILSERVICE_TLS_CA_FILE, TLS 1.2+."""
+    context = ssl.create_default_context()
     try:
-        context = ssl.create_default_context(cafile=ca_file or None)
+        if ca_file:
+            context.load_verify_locations(cafile=ca_file)
     except (OSError, ssl.SSLError) as exc:
         raise ImproperlyConfigured(f"MAILSERVICE_TLS_CA_FILE={ca_file} cannot be loaded: {exc}") from None
     context.minimum_version = ssl.TLSVersion.TLSv1_2

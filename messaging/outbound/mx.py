@@ -12,6 +12,10 @@ receiver demands (messaging/outbound/mx_tls.py): DANE, else the domain's MTA-STS
 excludes, or whose session cannot meet it, passes the turn too; with none left the recipients are
 deferred (450 4.7.5), never sent in clear or to an unlisted host.
 
+With MAILSERVICE_SOURCE_ADDRESSES each transaction leaves from an address of its sending domain's pool,
+chosen within the warm-up caps (messaging/outbound/sources.py), and its session binds to that address
+and gives its EHLO name; when no address of the pool has room the message is not sent (`NotSent`).
+
 No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
 server answered, so one dead destination never ends the batch for the others. Bounded whatever DNS
 says: at most MAX_MX_HOSTS hosts and MAX_CONNECTION_ATTEMPTS new connections per recipient domain
@@ -38,16 +42,21 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from domains.dns import dns_resolver
+from domains.models import SourceAddress
+from domains.sources import Pool, source_address_rows
 from mailservice.errors import ValidationFailed
 from messaging.outbound import mx_tls
 from messaging.outbound.mta_sts import policy_for, verified_tls_context
+from messaging.outbound.sources import choose_source, next_try, source_of
 from messaging.outbound.transports import (
     Connection,
     Envelope,
+    NotSent,
     RelayConfig,
     Reply,
     SendResult,
     SmtpConnection,
+    Source,
     merged_results,
 )
 
@@ -84,6 +93,20 @@ class Undeliverable(Exception):
     def __init__(self, reply: Reply) -> None:
         super().__init__(str(reply))
         self.reply = reply
+
+
+class _PoolFull(Exception):
+    """No address of the message's pool may send it now (warm-up caps): nothing is begun."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.result = SendResult(final=Reply(451, f"4.7.0 not sent: {why}"), not_sent=NotSent(why, next_try()))
+
+
+def _past_cap(pool: list[SourceAddress], destination: str) -> SourceAddress:
+    row = choose_source(pool, destination, past_cap=True)
+    assert row is not None  # past_cap always takes one of a pool that has addresses
+    return row
 
 
 class _HostSkipped(Exception):
@@ -146,12 +169,22 @@ def public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bo
     return address.is_global and not address.is_multicast
 
 
+def _session_key(source: Source | None, address: str) -> tuple[str, str]:
+    """Sessions are kept per (source address, MX address): one from another source is another session."""
+    return (source.address if source else "", address)
+
+
 @dataclass
 class _Session:
     host: str
     address: str
     smtp: SmtpConnection
+    source: Source | None
     secured: str = mx_tls.NONE  # the mandatory policy its TLS was checked against (for host), if any
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return _session_key(self.source, self.address)
 
     def meets(self, host: str, policy: mx_tls.HostPolicy) -> bool:
         """Whether this session may carry a transaction that `policy` governs."""
@@ -167,8 +200,9 @@ class MxConnection:
 
     def __init__(self, *, resolver: dns.resolver.Resolver, port: int, timeout: float, allow_private: bool) -> None:
         self.resolver, self.port, self.timeout, self.allow_private = resolver, port, timeout, allow_private
-        self._sessions: dict[str, _Session] = {}  # by address
+        self._sessions: dict[tuple[str, str], _Session] = {}  # by (source address or "", MX address)
         self._routes: dict[str, list[str] | Undeliverable] = {}  # by domain, for the batch
+        self._pools: dict[Pool, list[SourceAddress]] = {}  # their warm-up rows, read once a batch
         self._sts: dict[str, mx_tls.HostPolicy] = {}  # by domain, for the batch
 
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
@@ -176,16 +210,39 @@ class MxConnection:
         by_domain: dict[str, list[str]] = {}
         for recipient in envelope.recipients:
             by_domain.setdefault(recipient.rpartition("@")[2].lower(), []).append(recipient)
+        try:
+            sources = self._sources(envelope, list(by_domain))
+        except _PoolFull as exc:
+            return exc.result
         return merged_results(
             [
-                (recipients, self._send_to(domain, replace(envelope, recipients=recipients), data, name))
+                (recipients, self._send_to(domain, replace(envelope, recipients=recipients), data, name, sources))
                 for domain, recipients in by_domain.items()
             ]
         )
 
-    def _send_to(self, domain: str, envelope: Envelope, data: bytes, name: str) -> SendResult:
+    def _sources(self, envelope: Envelope, domains: list[str]) -> dict[str, Source]:
+        """The source address each domain's transaction leaves from, counted against the warm-up caps ({}
+        without a pool: the system chooses). _PoolFull if none has room for any of them; once one part
+        of the message goes, the others go too, past the caps if need be (`choose_source`'s past_cap)."""
+        pool = envelope.pool
+        if pool is None:
+            return {}
+        if pool not in self._pools:
+            self._pools[pool] = source_address_rows(pool.addresses)
+        rows = self._pools[pool]
+        if not rows:
+            raise _PoolFull(f"the pool {pool.name} has no address in MAILSERVICE_SOURCE_ADDRESSES")
+        chosen = {domain: choose_source(rows, domain, past_cap=envelope.follows) for domain in domains}
+        if all(row is None for row in chosen.values()):
+            raise _PoolFull(f"every address of pool {pool.name} is at its warm-up cap for {', '.join(domains)}")
+        return {domain: source_of(row or _past_cap(rows, domain)) for domain, row in chosen.items()}
+
+    def _send_to(
+        self, domain: str, envelope: Envelope, data: bytes, name: str, sources: dict[str, Source]
+    ) -> SendResult:
         try:
-            session = self._session(domain)
+            session = self._session(domain, sources.get(domain))
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
         try:
@@ -215,7 +272,7 @@ class MxConnection:
     def _may_connect(self, address: str) -> bool:
         return self.allow_private or public_address(ipaddress.ip_address(address))
 
-    def _session(self, domain: str) -> _Session:
+    def _session(self, domain: str, source: Source | None) -> _Session:
         """A session with the first host of the domain's route that answers as its TLS policy demands;
         Undeliverable naming the last error (4.7.5 when a policy refused a host)."""
         errors: list[str] = []
@@ -229,7 +286,7 @@ class MxConnection:
                 errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
             try:
-                addresses = self._addresses(host)
+                addresses = self._addresses_from(host, source)
                 policy = self._host_policy(domain, host, sts)
             except mx_tls.TlsRefused as exc:
                 refused_by_policy = str(exc)
@@ -239,7 +296,8 @@ class MxConnection:
                 transient = transient or exc.transient
                 continue
             for address in addresses:
-                if (kept := self._sessions.get(address)) is not None and kept.meets(host, policy):
+                kept = self._sessions.get(_session_key(source, address))
+                if kept is not None and kept.meets(host, policy):
                     if kept.smtp.reset():
                         return kept
                     self._drop(kept)
@@ -248,7 +306,7 @@ class MxConnection:
                 attempts += 1
                 transient = True
                 try:
-                    session = _Session(host, address, self._connect(host, address, policy))
+                    session = _Session(host, address, self._connect(host, address, policy, source), source)
                 except mx_tls.TlsRefused as exc:
                     refused_by_policy = str(exc)
                     continue
@@ -256,8 +314,8 @@ class MxConnection:
                     errors.append(f"{host} [{address}]: {_brief(exc)}")
                     continue
                 session.secured = policy.kind if policy.mandatory else mx_tls.NONE
-                self._drop(self._sessions.get(address))
-                self._sessions[address] = session
+                self._drop(self._sessions.get(session.key))
+                self._sessions[session.key] = session
                 return session
         if refused_by_policy:
             # 450, not 451: a 451 4.7.x reply reads as "slow down" (relay_limits.is_slow_down), and a
@@ -277,10 +335,10 @@ class MxConnection:
             raise mx_tls.TlsRefused(f"{policy.describe()}: {outcome.detail}")
         return policy
 
-    def _connect(self, host: str, address: str, policy: mx_tls.HostPolicy) -> SmtpConnection:
+    def _connect(self, host: str, address: str, policy: mx_tls.HostPolicy, source: Source | None) -> SmtpConnection:
         """A session with the TLS `policy` demands; TlsRefused when a mandatory policy's demand is not met."""
         clear = RelayConfig(address, self.port, "", "", "none", verify=False)
-        connection = SmtpConnection(clear, self.timeout)
+        connection = SmtpConnection(clear, self.timeout, source)
         outcome = mx_tls.upgrade(connection.smtp, host=host, policy=policy)
         mx_tls.record(policy, host=host, address=address, outcome=outcome)
         if not outcome.failure or (outcome.in_clear and not policy.mandatory):
@@ -289,10 +347,21 @@ class MxConnection:
         if policy.mandatory:
             raise mx_tls.TlsRefused(f"{policy.describe()}: {outcome.detail} [{address}]")
         if outcome.retry_unverified:  # MTA-STS testing: the failure is reported, the mail goes as without policy
-            return SmtpConnection(replace(clear, security="starttls-optional"), self.timeout)
+            return SmtpConnection(replace(clear, security="starttls-optional"), self.timeout, source)
         # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then
         # delivers in clear over a new connection rather than not at all, as Postfix's "may" level does.
-        return SmtpConnection(clear, self.timeout)
+        return SmtpConnection(clear, self.timeout, source)
+
+    def _addresses_from(self, host: str, source: Source | None) -> list[str]:
+        """The host's usable addresses of the source address's family (IPv4 or IPv6)."""
+        addresses = self._addresses(host)
+        if source is None:
+            return addresses
+        version = ipaddress.ip_address(source.address).version
+        fitting = [address for address in addresses if ipaddress.ip_address(address).version == version]
+        if not fitting:
+            raise _HostSkipped(f"{host} has no IPv{version} address to reach from {source.address}", transient=True)
+        return fitting
 
     def _addresses(self, host: str) -> list[str]:
         """The addresses of an MX host that may be connected to, IPv4 first."""
@@ -326,7 +395,7 @@ class MxConnection:
     def _drop(self, session: _Session | None) -> None:
         if session is None:
             return
-        self._sessions.pop(session.address, None)
+        self._sessions.pop(session.key, None)
         session.smtp.close()
 
     def close(self) -> None:

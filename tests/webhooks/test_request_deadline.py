@@ -16,7 +16,7 @@ from typing import Any
 import httpcore
 import pytest
 
-from mailservice.deadline_http import post_status
+from mailservice.http_deadline import post_status
 from messaging.models import EventType, MessageEvent
 from tests.factories import DomainFactory, MessageFactory
 from tests.harness import BIN, ROOT, celery_worker, child_env, self_signed_certificate, wait_until
