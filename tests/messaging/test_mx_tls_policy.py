@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from messaging.models import Status
+from messaging.models import Status, TlsSessionCount
 from messaging.outbound import mx_tls
 from messaging.outbound.mx_tls import destination_tls_policy
 from tests.dns_server import Zone
@@ -28,7 +28,7 @@ from tests.messaging.test_mx_delivery import dispatched, mx, send
 
 pytestmark = pytest.mark.django_db
 
-POLICY_ADDRESS = "127.0.0.9"
+POLICY_ADDRESSES = "127.0.0.{}"  # from .9 on, one policy server each (all on MAILSERVICE_MTA_STS_PORT)
 
 
 @dataclass
@@ -116,7 +116,7 @@ class PolicyServer:
 
 
 @contextmanager
-def policy_server(context: ssl.SSLContext, port: int) -> Iterator[PolicyServer]:
+def policy_server(context: ssl.SSLContext, address: str, port: int) -> Iterator[PolicyServer]:
     served = PolicyServer()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -141,7 +141,7 @@ def policy_server(context: ssl.SSLContext, port: int) -> Iterator[PolicyServer]:
         def log_message(self, *args) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer((POLICY_ADDRESS, port), Handler)
+    server = http.server.ThreadingHTTPServer((address, port), Handler)
     server.daemon_threads, server.block_on_close = True, False  # a trickling handler must not hold the teardown
     server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -176,9 +176,10 @@ def sts(zone, authority, settings) -> Callable[..., PolicyServer]:
 
     def publish(domain: str, mode: str, patterns: list[str], *, certificate_for: str = "") -> PolicyServer:
         zone.publish_txt(f"_mta-sts.{domain}", "v=STSv1; id=1")
-        zone.publish_address(f"mta-sts.{domain}", POLICY_ADDRESS)
+        address = POLICY_ADDRESSES.format(9 + len(servers))
+        zone.publish_address(f"mta-sts.{domain}", address)
         context, _ = authority.issue(certificate_for or f"mta-sts.{domain}")
-        manager = policy_server(context, settings.MAILSERVICE_MTA_STS_PORT)
+        manager = policy_server(context, address, settings.MAILSERVICE_MTA_STS_PORT)
         served = manager.__enter__()
         servers.append(manager)
         lines = ["version: STSv1", f"mode: {mode}", *(f"mx: {p}" for p in patterns), "max_age: 86400"]
@@ -431,3 +432,20 @@ def test_a_session_opened_without_policy_is_not_reused_for_a_domain_that_enforce
     assert result.delivered and sorted(result.accepted) == ["a@plain.test", "b@secure.test", "c@plain.test"]
     assert receiver.connections == 2  # the verified session then carries plain.test's mail too
     assert [o["policy_type"] for o in outcomes] == ["no-policy-found", "sts"]
+
+
+def test_sessions_are_counted_for_the_tls_reports(zone, receivers, authority, sts):
+    mx(zone, "secure.test", (10, "mx.secure.test", "127.0.0.2"))
+    mx(zone, "trial.test", (10, "mx.trial.test", "127.0.0.3"))
+    receivers("127.0.0.2", tls_context=authority.issue("mx.secure.test")[0])
+    receivers("127.0.0.3")
+    sts("secure.test", "enforce", ["mx.secure.test"])
+    sts("trial.test", "testing", ["mx.trial.test"])
+
+    assert send("a@secure.test", "b@trial.test").delivered
+
+    counted = TlsSessionCount.objects.values_list("policy_domain", "policy_type", "mx_host", "result_type", "sessions")
+    assert sorted(counted) == [
+        ("secure.test", "sts", "mx.secure.test", "", 1),
+        ("trial.test", "sts", "mx.trial.test", "starttls-not-supported", 1),
+    ]
