@@ -257,9 +257,13 @@ def _reply(code: int, text: bytes | str) -> Reply:
 
 
 @functools.cache
+def _fqdn() -> str:
+    return socket.getfqdn()  # a DNS lookup: once per process
+
+
 def helo_name() -> str:
-    """The name this service gives in EHLO: MAILSERVICE_HELO_NAME, else the FQDN (looked up once per process)."""
-    return settings.MAILSERVICE_HELO_NAME or socket.getfqdn()
+    """The name this service gives in EHLO: MAILSERVICE_HELO_NAME, else this machine's FQDN."""
+    return settings.MAILSERVICE_HELO_NAME or _fqdn()
 
 
 class SmtpConnection:

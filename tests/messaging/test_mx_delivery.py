@@ -17,7 +17,7 @@ from django.utils import timezone
 from messaging.models import EventType, Message, Status
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.outbound.mx import MxTransport, validate_mx_url
-from messaging.outbound.transports import Envelope, RelayConfig, SendResult, helo_name
+from messaging.outbound.transports import Envelope, RelayConfig, SendResult
 from tests.dns_server import Zone, unanswering_dns_server
 from tests.factories import MessageFactory
 from tests.harness import self_signed_certificate
@@ -186,13 +186,9 @@ def test_hosts_that_never_greet_are_given_up_on_after_two_timeouts(zone, setting
 
 def test_the_helo_name_is_the_configured_one(zone, receivers, settings):
     settings.MAILSERVICE_HELO_NAME = "out1.mail.acme.test"
-    helo_name.cache_clear()
     mx(zone, "example.test", (10, "mx.example.test", "127.0.0.2"))
     receiver = receivers("127.0.0.2")
-    try:
-        assert send("bob@example.test").delivered
-    finally:
-        helo_name.cache_clear()
+    assert send("bob@example.test").delivered
 
     assert [received.helo for received in receiver.received] == ["out1.mail.acme.test"]
 
