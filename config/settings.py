@@ -357,6 +357,9 @@ MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
 # addresses (refused unless set: tests, a trusted LAN).
 MAILSERVICE_MX_PORT = env_int("MAILSERVICE_MX_PORT", 25)
 MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
+# Open connections to one destination (a recipient domain's MX hosts rolled up by registrable
+# domain, messaging/outbound/shaping.py) at once, over all its hosts, for the whole fleet.
+MAILSERVICE_MX_CONNECTIONS = env_int("MAILSERVICE_MX_CONNECTIONS", 10)
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay

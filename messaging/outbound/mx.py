@@ -16,6 +16,10 @@ and transaction, none begun after SEARCH_BUDGET_TIMEOUTS SMTP timeouts, each loo
 MAILSERVICE_DNS_TIMEOUT (dnspython bounds CNAME chains), each SMTP step within
 MAILSERVICE_SMTP_TIMEOUT. An MX that is an IP literal or `localhost` is never used;
 one that resolves to loopback, private or link-local addresses only with MAILSERVICE_MX_ALLOW_PRIVATE.
+
+Each recipient domain's transaction goes through its destination's limits (messaging/outbound/shaping.py):
+the rate, a connection slot for each session opened, and the slow-down replies; a limit that stops it
+returns a result with `not_sent`, which dispatch puts back without using an attempt.
 """
 
 import ipaddress
@@ -36,9 +40,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 from domains.dns import dns_resolver
 from mailservice.errors import ValidationFailed
+from messaging.outbound.provider_rules import is_throttle
+from messaging.outbound.shaping import DestinationGate, destination_of, reply_of
 from messaging.outbound.transports import (
     Connection,
     Envelope,
+    NotSent,
     RelayConfig,
     Reply,
     SendResult,
@@ -78,6 +85,10 @@ class Undeliverable(Exception):
     def __init__(self, reply: Reply) -> None:
         super().__init__(str(reply))
         self.reply = reply
+
+
+class _AtConnectionCap(Exception):
+    """The destination's connections are all in use (MAILSERVICE_MX_CONNECTIONS) and none came free."""
 
 
 class _HostSkipped(Exception):
@@ -145,6 +156,8 @@ class _Session:
     host: str
     address: str
     smtp: SmtpConnection
+    destination: str = ""
+    slot: str | None = None  # its destination's connection slot, given back when it closes
 
     def __str__(self) -> str:
         return f"{self.host} [{self.address}]"
@@ -157,7 +170,8 @@ class MxConnection:
     def __init__(self, *, resolver: dns.resolver.Resolver, port: int, timeout: float, allow_private: bool) -> None:
         self.resolver, self.port, self.timeout, self.allow_private = resolver, port, timeout, allow_private
         self._sessions: dict[str, _Session] = {}  # by address
-        self._routes: dict[str, list[str] | Undeliverable] = {}  # by domain, for the batch
+        self._routes: dict[str, tuple[str, list[str]] | Undeliverable] = {}  # by domain: (destination, hosts)
+        self.gate = DestinationGate()
 
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
         """One transaction per recipient domain (each to its own servers), merged into one result."""
@@ -173,20 +187,33 @@ class MxConnection:
 
     def _send_to(self, domain: str, envelope: Envelope, data: bytes, name: str) -> SendResult:
         try:
-            session = self._session(domain)
+            destination, hosts = self._route(domain)
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
+        self.gate.note(destination, hosts)
+        if (refusal := self.gate.admit(destination)) is not None:
+            return _not_sent(refusal)
         try:
-            return replace(session.smtp.send(envelope=envelope, data=data, name=name), remote_host=session.host)
+            session = self._session(domain)
+        except _AtConnectionCap:
+            return _not_sent(self.gate.at_cap(destination))
+        except Undeliverable as exc:
+            return self.gate.observe(destination, SendResult(final=exc.reply))
+        try:
+            result = replace(session.smtp.send(envelope=envelope, data=data, name=name), remote_host=session.host)
         except (OSError, smtplib.SMTPException) as exc:
             # Not handed to the next host: the data may have arrived before the connection failed.
             self._drop(session)
-            return SendResult(final=Reply(451, f"4.4.2 the session with {session} failed: {_brief(exc)}"))
+            result = SendResult(final=Reply(451, f"4.4.2 the session with {session} failed: {_brief(exc)}"))
+        return self.gate.observe(destination, result)
 
-    def _route(self, domain: str) -> list[str]:
+    def _route(self, domain: str) -> tuple[str, list[str]]:
+        """(destination, hosts) of a recipient domain, looked up once per batch."""
         if domain not in self._routes:
             try:
-                self._routes[domain] = mx_hosts(self.resolver, a_label(domain))
+                name = a_label(domain)
+                hosts = mx_hosts(self.resolver, name)
+                self._routes[domain] = (destination_of(name, hosts), hosts)
             except Undeliverable as exc:
                 self._routes[domain] = exc
         route = self._routes[domain]
@@ -194,13 +221,28 @@ class MxConnection:
             raise route
         return route
 
+    def _slot(self, destination: str) -> str:
+        """A connection slot of the destination; at its cap, the one of this batch's idle session to it
+        (closed), else _AtConnectionCap."""
+        token = self.gate.take_slot(destination)
+        if token is not None:
+            return token
+        idle = next((kept for kept in self._sessions.values() if kept.destination == destination), None)
+        if idle is None or idle.slot is None:
+            raise _AtConnectionCap(destination)
+        token, idle.slot = idle.slot, None
+        self._drop(idle)
+        return token
+
     def _session(self, domain: str) -> _Session:
         """A session with the first host of the domain's route that answers; Undeliverable naming the last error."""
         errors: list[str] = []
         transient = False
+        throttled: Reply | None = None  # a host's slow-down greeting (421), should none answer
         attempts = 0
+        destination, hosts = self._route(domain)
         deadline = time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout
-        for host in self._route(domain):
+        for host in hosts:
             if time.monotonic() >= deadline:
                 errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
@@ -217,15 +259,21 @@ class MxConnection:
                     self._drop(kept)
                 if attempts == MAX_CONNECTION_ATTEMPTS or time.monotonic() >= deadline:
                     break
+                slot = self._slot(destination)
                 attempts += 1
                 transient = True
                 try:
-                    session = _Session(host, address, self._connect(address))
+                    session = _Session(host, address, self._connect(address), destination, slot)
                 except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
+                    self.gate.give_back(destination, slot)
                     errors.append(f"{host} [{address}]: {_brief(exc)}")
+                    if (reply := reply_of(exc)) is not None and is_throttle(reply):
+                        throttled = reply
                     continue
                 self._sessions[address] = session
                 return session
+        if throttled is not None:
+            raise Undeliverable(throttled)
         last = errors[-1] if errors else "no host to try"
         if transient:
             raise Undeliverable(Reply(451, f"4.4.1 no mail host of {domain} could be used ({attempts} tried): {last}"))
@@ -279,10 +327,17 @@ class MxConnection:
     def _drop(self, session: _Session) -> None:
         self._sessions.pop(session.address, None)
         session.smtp.close()
+        if session.slot is not None:
+            self.gate.give_back(session.destination, session.slot)
+            session.slot = None
 
     def close(self) -> None:
         for session in list(self._sessions.values()):
             self._drop(session)
+
+
+def _not_sent(refusal: NotSent) -> SendResult:
+    return SendResult(final=Reply(451, f"4.4.5 not sent: {refusal.why}"), not_sent=refusal)
 
 
 class MxTransport:

@@ -62,6 +62,17 @@ class Reply:
         return found.group() if found else ""
 
 
+@dataclass(frozen=True)
+class NotSent:
+    """Direct delivery did not try a destination: its connection cap, its rate or its slow-down reply
+    (messaging/outbound/shaping.py). The recipients go back without using an attempt, `throttle`
+    (a receiver's slow-down reply) counted against the message's free retries."""
+
+    why: str
+    retry_after: float  # seconds
+    throttle: bool = False
+
+
 @dataclass
 class SendResult:
     """The relay's answers for one message.
@@ -75,6 +86,7 @@ class SendResult:
     refused: dict[str, Reply] = field(default_factory=dict)
     # The server that answered when it is not the transport's one `host` (direct delivery: the MX host).
     remote_host: str = ""
+    not_sent: NotSent | None = None  # direct delivery put the recipients back untried (`final` says why)
 
     @property
     def delivered(self) -> bool:
@@ -92,6 +104,7 @@ def merged_results(results: list[tuple[list[str], SendResult]]) -> SendResult:
         return results[0][1]
     last = results[-1][1]
     merged = SendResult(final=last.final, remote_host=last.remote_host)
+    merged.not_sent = next((result.not_sent for _, result in results if result.not_sent), None)
     for addresses, result in results:
         if result.delivered:
             merged.accepted += result.accepted
@@ -249,7 +262,9 @@ class SmtpConnection:
         else:
             self.smtp = smtplib.SMTP(config.host, config.port, local_hostname=helo_name(), timeout=timeout)
         try:
-            self.smtp.ehlo()
+            code, text = self.smtp.ehlo()
+            if code == 421:  # the server closes the channel at EHLO (RFC 5321 3.8), as a refused greeting does
+                raise smtplib.SMTPHeloError(code, text)
             if config.security == "starttls" or (
                 config.security == "starttls-optional" and self.smtp.has_extn("starttls")
             ):
