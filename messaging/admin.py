@@ -9,6 +9,8 @@ from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
@@ -28,6 +30,7 @@ from messaging.models import Direction, Message, MessageEvent, Suppression
 from messaging.outbound.destinations import held_destinations
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.relay_limits import relay_rate_status
+from messaging.outbound.shaping import destination_overview
 from messaging.outbound.transports import delivery_mode
 from messaging.selectors import delivery_rates, recipient_outcomes
 from messaging.suppressions import normalize_address
@@ -310,6 +313,26 @@ def _relay_text(status: dict, held: dict[str, dict]) -> str:
     return text + "."
 
 
+def _destination_row(status: dict) -> dict:
+    """A row of the Destinations page from a destination's status (shaping.destination_status)."""
+    rate = _rate(status["effective"])
+    if status["effective"] != status["configured"]:
+        rate += f", lowered because {status['reason']}"
+    elif status["reason"]:
+        rate += f" ({status['reason']}, {status['changed_at']:%H:%M:%S} UTC)"
+    cap = status["connections"] or "no cap"
+    in_use = "—" if status["connections_open"] is None else status["connections_open"]
+    error_at = status.get("last_error_at")
+    return {
+        "name": status["name"],
+        "mx_hosts": ", ".join(status["mx_hosts"]) or "—",
+        "connections": f"{in_use} / {cap}",
+        "rate": rate,
+        "last_error": status["last_error"] or "—",
+        "last_error_at": f"{error_at:%Y-%m-%d %H:%M:%S} UTC" if error_at else "",
+    }
+
+
 class DomainWithRatesChangeList(DomainChangeList):
     """Adds each listed domain's bounce and complaint rates, one aggregate query for the page."""
 
@@ -329,8 +352,26 @@ class DomainMailAdmin(DomainAdmin):
         return DomainWithRatesChangeList
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
-        relay = {"relay_text": f"Delivery: {delivery_mode()}. {_relay_text(relay_rate_status(), held_destinations())}"}
+        relay = {
+            "relay_text": f"Delivery: {delivery_mode()}. {_relay_text(relay_rate_status(), held_destinations())}",
+            "destinations_url": "destinations/",
+        }
         return super().changelist_view(request, {**relay, **(extra_context or {})})
+
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view(self.destinations_view)
+        return [path("destinations/", view, name="messaging_destinations"), *super().get_urls()]
+
+    def destinations_view(self, request: HttpRequest) -> HttpResponse:
+        """Where mail goes (the relay, or each destination of direct delivery) and the limits it goes within."""
+        if not self.has_view_permission(request):
+            return refuse(request, "You may not view the delivery destinations.")
+        overview = destination_overview()
+        rows = [_destination_row(status) for status in overview.destinations]
+        if not overview.direct:
+            rows = [_destination_row({**overview.relay, "name": "the relay", "mx_hosts": [], "last_error": ""})]
+        context = {**self.admin_site.each_context(request), "title": "Destinations", "overview": overview, "rows": rows}
+        return TemplateResponse(request, "admin/messaging/destinations.html", context)
 
     @admin.display(description=f"Bounces ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
     def bounce_rate(self, domain: Domain) -> str:

@@ -7,7 +7,7 @@
   Redis at most every UNLIMITED_RECHECK seconds (reporting how many messages it sent meanwhile,
   for the observed rate below) instead of before every message: that round trip was a fifth of a
   dispatch worker's time. So a slow-down reaches the fleet's other processes within that interval.
-- AIMD: a "slow down" answer (421, or 451 4.7.x / 454 4.7.0) halves the effective rate for the
+- AIMD: a "slow down" answer (messaging/outbound/provider_rules.py) halves the effective rate for the
   fleet (at most once a second: the answers to one burst count once), from the configured rate,
   or from the rate the fleet was sending at when unlimited. Every second without one it climbs by
   MAILSERVICE_RELAY_RATE_STEP until it is back where it was, never below RATE_FLOOR.
