@@ -1,6 +1,8 @@
 """Typed readers for settings that come from the environment (read only in settings.py)."""
 
+import ipaddress
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar, overload
@@ -57,6 +59,33 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+# A host name as EHLO gives it (RFC 5321 4.1.1.1): dot-separated labels of letters, digits and hyphens.
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+def env_source_addresses(name: str) -> dict[str, str]:
+    """`ADDR[=HELO],…`: {IPv4 or IPv6 address as Python spells it: its EHLO name, "" for the default}.
+
+    A malformed entry, a repeated address or a HELO that is not a host name stops start-up, naming the entry."""
+    addresses: dict[str, str] = {}
+    for entry in env_list(name, []):
+        text, _, helo = (part.strip() for part in entry.partition("="))
+        try:
+            address = str(ipaddress.ip_address(text.strip("[]")))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {text!r} is not an IPv4 or IPv6 address (expected ADDR[=HELO],…)"
+            ) from None
+        if helo and not _HOST_NAME.fullmatch(helo):
+            raise ImproperlyConfigured(f"{name}: the HELO name {helo!r} of {address} is not a host name")
+        if address in addresses:
+            raise ImproperlyConfigured(f"{name}: {address} is given twice")
+        addresses[address] = helo
+    return addresses
 
 
 def env_fernet_keys(name: str) -> list[str]:

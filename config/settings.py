@@ -10,12 +10,22 @@ from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+from celery.schedules import crontab
 from cryptography.fernet import Fernet
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
-from config.env import database_from_url, env_bool, env_fernet_keys, env_float, env_int, env_list, env_str
+from config.env import (
+    database_from_url,
+    env_bool,
+    env_fernet_keys,
+    env_float,
+    env_int,
+    env_list,
+    env_source_addresses,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # KEY=value lines for whatever the real environment does not set: `make run` writes a development
@@ -360,6 +370,24 @@ MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
 # Open connections to one destination (a recipient domain's MX hosts rolled up by registrable
 # domain, messaging/outbound/shaping.py) at once, over all its hosts, for the whole fleet.
 MAILSERVICE_MX_CONNECTIONS = env_int("MAILSERVICE_MX_CONNECTIONS", 10)
+# Extra trust anchors (PEM) for verified TLS to others' servers (TLS reports' https: submissions),
+# beside the system store.
+MAILSERVICE_TLS_CA_FILE = env_str("MAILSERVICE_TLS_CA_FILE")
+# TLS-RPT (RFC 8460, messaging/tls_reporting.py): the address daily TLS reports are sent from, on a
+# verified sending domain (they must be DKIM-signed); unset, no report is sent.
+MAILSERVICE_TLSRPT_FROM = env_str("MAILSERVICE_TLSRPT_FROM")
+# Direct delivery's source addresses, `ADDR[=HELO],…` (messaging/outbound/sources.py): each MX connection
+# binds to one and gives its name in EHLO (default MAILSERVICE_HELO_NAME); the readiness check tests their SPF
+# and reverse DNS. Unset: the system's choice.
+MAILSERVICE_SOURCE_ADDRESSES = env_source_addresses("MAILSERVICE_SOURCE_ADDRESSES")
+# Warm-up: a new source address may send WARMUP messages per destination on its first UTC day, twice
+# as many each day after, until that cap passes WARMUP_CEILING (it is then warm). Unset: no warm-up.
+MAILSERVICE_WARMUP = env_int("MAILSERVICE_WARMUP", 0) or None
+MAILSERVICE_WARMUP_CEILING = env_int("MAILSERVICE_WARMUP_CEILING", 100000)
+if (MAILSERVICE_WARMUP or 0) < 0 or MAILSERVICE_WARMUP_CEILING < 1:
+    raise ImproperlyConfigured(
+        "MAILSERVICE_WARMUP must be a positive number of messages, MAILSERVICE_WARMUP_CEILING too"
+    )
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay
@@ -392,8 +420,16 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": MAILSERVICE_RETENTION_PURGE_INTERVAL,
         "options": {"expires": MAILSERVICE_RETENTION_PURGE_INTERVAL},
     },
+    # Every domain's readiness check, kept for its console page (messaging/readiness.py).
+    "readiness-daily": {"task": "messaging.readiness_check", "schedule": 86400.0, "options": {"expires": 3600.0}},
     # The console dashboard's hourly and daily counts (messaging/aggregates.py).
     "status-counts-rollup": {"task": "messaging.status_counts_rollup", "schedule": 60.0, "options": {"expires": 60.0}},
+    # Yesterday's TLS reports (RFC 8460), early in the UTC day; manage.py send_tls_reports by hand.
+    "tls-reports-send": {
+        "task": "messaging.tls_reports_send",
+        "schedule": crontab(hour=0, minute=20),
+        "options": {"expires": 12 * 3600.0},
+    },
 }
 # --- Webhooks (webhooks/) ---------------------------------------------------------------------
 # Private, loopback and link-local targets are refused unless this is set (tests, a trusted LAN).

@@ -7,9 +7,10 @@ subclass of DomainAdmin: domains sits below messaging and never imports it."""
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -18,8 +19,8 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from domains.dns import Purpose, dns_records, domain_check_dns, unconfigured_settings
-from domains.models import DkimKey, DkimKeyState, Domain
-from domains.selectors import dkim_signing_selector, with_sends_today
+from domains.models import DkimKey, DkimKeyState, Domain, SourcePool
+from domains.selectors import dkim_signing_selector, readiness_last, with_sends_today
 from domains.sending import PauseKind, domain_pause, global_pause, global_paused, switch_pause
 from domains.services import (
     dkim_activate,
@@ -28,9 +29,11 @@ from domains.services import (
     domain_set_allowance,
     domain_set_dispatch_weight,
     domain_set_retention,
+    domain_set_source_pool,
     normalize_domain_name,
     sending_pause,
     sending_resume,
+    source_pool_save,
 )
 from mailservice.console import ConsoleModelAdmin, adopt, console_time, refuse
 from mailservice.errors import ApiError
@@ -151,7 +154,7 @@ class DomainAdmin(ConsoleModelAdmin):
 
     # --- add and change ---------------------------------------------------------------------
     def get_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
-        editable = ["daily_allowance", "retention_days", "dispatch_weight"]
+        editable = ["daily_allowance", "retention_days", "dispatch_weight", "source_pool"]
         return ["name"] if obj is None else [*self.change_readonly[:5], *editable, *self.change_readonly[5:]]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Domain | None = None) -> list[str]:
@@ -167,6 +170,7 @@ class DomainAdmin(ConsoleModelAdmin):
             domain_set_allowance(domain=obj, allowance=form.cleaned_data["daily_allowance"])
             domain_set_retention(domain=obj, days=form.cleaned_data["retention_days"])
             domain_set_dispatch_weight(domain=obj, weight=form.cleaned_data["dispatch_weight"])
+            domain_set_source_pool(domain=obj, pool=form.cleaned_data["source_pool"])
             return
         adopt(obj, domain_create(name=form.cleaned_data["name"]))
 
@@ -175,10 +179,13 @@ class DomainAdmin(ConsoleModelAdmin):
     ) -> HttpResponse:
         domain = self.get_object(request, object_id)
         records = dns_records(domain=domain) if domain else []
+        readiness = readiness_last(domain=domain) if domain else None
         context = {
             "dns_records": records,
             "dkim_pending": any(record.purpose is Purpose.DKIM_PENDING for record in records),
             "unconfigured_settings": unconfigured_settings(),
+            "readiness": readiness,
+            "readiness_checked_at": console_time(readiness.checked_at) if readiness else "",
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, context)
@@ -302,3 +309,44 @@ class DomainAdmin(ConsoleModelAdmin):
     def mark_verified(self, request: HttpRequest, queryset: QuerySet[Domain]) -> None:
         for domain in queryset:
             self._mark_verified(request, domain)
+
+
+class SourcePoolForm(forms.ModelForm):
+    """The pool's addresses are picked among MAILSERVICE_SOURCE_ADDRESSES, so no other can be named."""
+
+    addresses = forms.MultipleChoiceField(
+        choices=(), widget=forms.CheckboxSelectMultiple, help_text="The source addresses of this pool"
+    )
+
+    class Meta:
+        model = SourcePool
+        fields = ["name", "addresses"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["addresses"]
+        assert isinstance(field, forms.MultipleChoiceField)
+        field.choices = [(address, address) for address in settings.MAILSERVICE_SOURCE_ADDRESSES]
+
+
+@admin.register(SourcePool)
+class SourcePoolAdmin(ConsoleModelAdmin):
+    """Named subsets of the source addresses; a domain is assigned to one on its own page."""
+
+    form = SourcePoolForm
+    list_display = ["name", "address_list", "domain_count"]
+    search_fields = ["name"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SourcePool]:
+        return super().get_queryset(request).annotate(domain_total=Count("domains"))
+
+    @admin.display(description="Addresses")
+    def address_list(self, pool: SourcePool) -> str:
+        return ", ".join(pool.addresses) or "—"
+
+    @admin.display(description="Domains")
+    def domain_count(self, pool: SourcePool) -> int:
+        return pool.domain_total  # type: ignore[attr-defined]  # annotated by get_queryset
+
+    def save_model(self, request: HttpRequest, obj: SourcePool, form: forms.ModelForm, change: bool) -> None:
+        source_pool_save(pool=obj, addresses=form.cleaned_data["addresses"])

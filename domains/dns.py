@@ -142,20 +142,26 @@ def dns_resolver() -> dns.resolver.Resolver:
     return resolver
 
 
-def _lookup(resolver: dns.resolver.Resolver, record: DnsRecord) -> tuple[str, ...] | None:
-    """The values published at the record's name and type; None when the resolver did not answer."""
+def lookup(resolver: dns.resolver.Resolver, name: str, rdtype: str) -> tuple[str, ...] | None:
+    """The values published at a name for one type (TXT: the joined strings; MX: "<priority> <host>.";
+    others: the record's text); () when there are none, None when the resolver did not answer."""
     try:
-        answer = resolver.resolve(record.name, record.type, search=False)
+        answer = resolver.resolve(name, rdtype, search=False)
     except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
         return ()
+    except (dns.name.NameTooLong, dns.name.LabelTooLong, dns.name.EmptyLabel):
+        return ()  # a name that cannot exist (one built from a published value) has nothing published
     except (dns.exception.Timeout, dns.resolver.NoNameservers):
         return None
-    if record.type == "TXT":
+    if rdtype == "TXT":
         return tuple(b"".join(rdata.strings).decode("utf-8", "replace") for rdata in answer)
-    return tuple(f"{rdata.preference} {rdata.exchange.to_text()}" for rdata in answer)
+    if rdtype == "MX":
+        return tuple(f"{rdata.preference} {rdata.exchange.to_text()}" for rdata in answer)
+    return tuple(rdata.to_text() for rdata in answer)
 
 
-def _tags(txt: str) -> dict[str, str]:
+def record_tags(txt: str) -> dict[str, str]:
+    """The `tag=value` pairs of a DKIM or DMARC record, tags lower-cased and values without blanks."""
     pairs = (part.split("=", 1) for part in txt.split(";") if "=" in part)
     return {key.strip().lower(): "".join(value.split()) for key, value in pairs}
 
@@ -164,7 +170,7 @@ def _matches(record: DnsRecord, value: str) -> bool:
     if record.purpose is Purpose.SPF:
         return f"include:{settings.MAILSERVICE_SPF_INCLUDE}".lower() in value.lower().split()
     if record.purpose in _DKIM_PURPOSES.values():
-        return _tags(value).get("p") == _tags(record.value)["p"]
+        return record_tags(value).get("p") == record_tags(record.value)["p"]
     if record.purpose is Purpose.RETURN_PATH:
         return dns.name.from_text(value.split()[-1]) == dns.name.from_text(record.value.split()[-1])
     return value.strip() == record.value
@@ -191,7 +197,7 @@ def domain_check_dns(*, domain: Domain) -> DnsCheck:
     keys = dkim_keys_published(domain=domain)
     checks = []
     for record in _records(domain=domain, keys=keys):
-        seen = _lookup(resolver, record)
+        seen = lookup(resolver, record.name, record.type)
         checks.append(RecordCheck(record=record, outcome=_outcome(record, seen), seen=seen or ()))
     verification_found = checks[0].outcome is DnsOutcome.FOUND
     verify = verification_found and not domain.verified

@@ -39,6 +39,14 @@ class Domain(models.Model):
         validators=[MinValueValidator(1)],
         help_text="Days this domain's messages are kept; empty means MAILSERVICE_RETENTION_DAYS",
     )
+    source_pool = models.ForeignKey(
+        "SourcePool",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="domains",
+        help_text="Direct delivery: the source addresses its mail leaves from; empty means all of them",
+    )
     dispatch_weight = models.PositiveSmallIntegerField(
         default=1,
         validators=[MinValueValidator(1), MaxValueValidator(100)],
@@ -145,3 +153,60 @@ class DailyUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.domain} {self.day}: {self.sent_count}"
+
+
+class DomainReadiness(models.Model):
+    """The last readiness check of a domain (domains/readiness.py, messaging/readiness.py): kept so the
+    console shows it without asking DNS on every view; the daily check and `check_readiness` replace it."""
+
+    domain = models.OneToOneField(Domain, on_delete=models.CASCADE, related_name="readiness")
+    checks = models.JSONField(default=list, help_text='[{"id", "status", "detail"}], in the order checked')
+    checked_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Readiness of {self.domain} at {self.checked_at:%Y-%m-%d %H:%M}"
+
+
+class SourcePool(models.Model):
+    """A named subset of the source addresses (MAILSERVICE_SOURCE_ADDRESSES) that a domain's direct
+    delivery leaves from, so that one domain's reputation is kept apart from another's."""
+
+    name = models.CharField(max_length=64, unique=True)
+    addresses = models.JSONField(
+        default=list, help_text="Addresses from MAILSERVICE_SOURCE_ADDRESSES, one per line in the form"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SourceAddress(models.Model):
+    """The warm-up state of one source address (rows are made for the configured addresses as they are used
+    or listed). Its warm-up day is counted from `warmup_started`, set on the first UTC day it sends while
+    MAILSERVICE_WARMUP is on; an address with a reputation of its own is marked `warm`."""
+
+    address = models.GenericIPAddressField(unique=True)
+    warm = models.BooleanField(
+        default=False, help_text="Already warm: it sends without warm-up caps (e.g. it had a reputation before)"
+    )
+    warmup_started = models.DateField(
+        null=True,
+        blank=True,
+        help_text="The UTC day its warm-up began (day 1); set on its first send. An earlier date skips days ahead",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["address"]
+        verbose_name_plural = "source addresses"
+
+    def __str__(self) -> str:
+        return self.address

@@ -4,7 +4,7 @@ from django.db.models import IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain
+from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain, DomainReadiness
 from mailservice.errors import ErrorCode, ValidationFailed
 from mailservice.mailbox import InvalidAddress, canonical_domain
 
@@ -49,3 +49,8 @@ def dkim_signing_keys(*, domain_ids: set[int]) -> dict[int, SigningKey]:
         domain_id: SigningKey(pk, selector, private_key)
         for domain_id, pk, selector, private_key in rows.values_list("domain_id", "pk", "selector", "private_key")
     }
+
+
+def readiness_last(*, domain: Domain) -> DomainReadiness | None:
+    """The domain's last readiness check, as stored (no DNS lookup)."""
+    return DomainReadiness.objects.filter(domain=domain).first()

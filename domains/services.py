@@ -8,7 +8,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain, SendingControl
+from domains.models import DailyUsage, DkimKey, DkimKeyState, Domain, SendingControl, SourcePool
 from mailservice.doorbell import wake_dispatchers
 from mailservice.encryption import encrypt_secret
 from mailservice.errors import ErrorCode, TooManyRequests, ValidationFailed
@@ -166,6 +166,24 @@ def domain_set_dispatch_weight(*, domain: Domain, weight: int) -> Domain:
     domain.dispatch_weight = weight
     domain.save(update_fields=["dispatch_weight", "updated_at"])
     return domain
+
+
+def domain_set_source_pool(*, domain: Domain, pool: SourcePool | None) -> Domain:
+    """Direct delivery leaves for `domain` from the addresses of `pool` (None: every source address)."""
+    domain.source_pool = pool
+    domain.save(update_fields=["source_pool", "updated_at"])
+    return domain
+
+
+def source_pool_save(*, pool: SourcePool, addresses: list[str]) -> SourcePool:
+    """Save `pool` with `addresses`, each one of MAILSERVICE_SOURCE_ADDRESSES (kept in their order there)."""
+    configured = list(settings.MAILSERVICE_SOURCE_ADDRESSES)
+    unknown = sorted(set(addresses) - set(configured))
+    if unknown:
+        raise ValidationFailed(f"Not in MAILSERVICE_SOURCE_ADDRESSES: {', '.join(unknown)}")
+    pool.addresses = [address for address in configured if address in set(addresses)]
+    pool.save()
+    return pool
 
 
 def _seconds_until_next_utc_day(now: datetime) -> int:

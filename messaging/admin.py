@@ -1,22 +1,24 @@
-"""Messages (read-only, fast over millions of rows) and suppressions in the console."""
+"""Messages (read-only, fast over millions of rows), suppressions and source addresses in the console."""
 
 from collections.abc import Callable
 from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from domains.admin import DomainAdmin, DomainChangeList
-from domains.models import Domain
+from domains.models import Domain, SourceAddress, SourcePool
+from domains.sources import configured_addresses, source_address_rows
 from mailservice.console import (
     ConsoleModelAdmin,
     EstimatedCountPaginator,
@@ -31,7 +33,9 @@ from messaging.outbound.destinations import held_destinations
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.relay_limits import relay_rate_status
 from messaging.outbound.shaping import destination_overview
+from messaging.outbound.sources import counts_today, source_of, today, warmup_cap
 from messaging.outbound.transports import delivery_mode
+from messaging.readiness import domain_readiness
 from messaging.selectors import delivery_rates, recipient_outcomes
 from messaging.suppressions import normalize_address
 
@@ -358,10 +362,6 @@ class DomainMailAdmin(DomainAdmin):
         }
         return super().changelist_view(request, {**relay, **(extra_context or {})})
 
-    def get_urls(self) -> list:
-        view = self.admin_site.admin_view(self.destinations_view)
-        return [path("destinations/", view, name="messaging_destinations"), *super().get_urls()]
-
     def destinations_view(self, request: HttpRequest) -> HttpResponse:
         """Where mail goes (the relay, or each destination of direct delivery) and the limits it goes within."""
         if not self.has_view_permission(request):
@@ -381,6 +381,35 @@ class DomainMailAdmin(DomainAdmin):
     def complaint_rate(self, domain: Domain) -> str:
         return _percent(domain.delivery_rates.complaint_rate)  # type: ignore[attr-defined]  # set by the change list
 
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        url = reverse("admin:domains_domain_check_readiness", args=[object_id]) if object_id.isdigit() else ""
+        return super().change_view(request, object_id, form_url, {"check_readiness_url": url, **(extra_context or {})})
+
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view
+        check = path(
+            "<int:object_id>/check-readiness/", view(self.check_readiness_view), name="domains_domain_check_readiness"
+        )
+        destinations = path("destinations/", view(self.destinations_view), name="messaging_destinations")
+        return [check, destinations, *super().get_urls()]
+
+    def check_readiness_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """Run the readiness check now (it asks DNS) and show the domain's page with the result."""
+        if request.method != "POST" or not self.has_change_permission(request):
+            return refuse(request, "Checking readiness needs a POST from an operator who may change domains.")
+        domain = get_object_or_404(Domain, pk=object_id)
+        try:
+            readiness = domain_readiness(domain=domain)
+        except ApiError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+        else:
+            failed = ", ".join(check.id for check in readiness.checks if check.status == "fail")
+            text, level = (f"failing: {failed}", messages.WARNING) if failed else ("no check fails", messages.SUCCESS)
+            self.message_user(request, f"Readiness of {domain.name} checked: {text}.", level)
+        return HttpResponseRedirect(reverse("admin:domains_domain_change", args=[domain.pk]))
+
     def delete_view(self, request: HttpRequest, object_id: str, extra_context: dict | None = None) -> HttpResponse:
         domain = self.get_object(request, object_id)
         if domain is not None and Message.objects.filter(domain=domain).exists():
@@ -394,3 +423,58 @@ class DomainMailAdmin(DomainAdmin):
 
 admin.site.unregister(Domain)
 admin.site.register(Domain, DomainMailAdmin)
+
+
+class SourceAddressChangeList(ChangeList):
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        # Today's counts in one Redis round trip and the pools in one query, for the whole page.
+        counts = counts_today(row.address for row in self.result_list)
+        pools = list(SourcePool.objects.all())
+        for row in self.result_list:
+            row.count_today = counts[row.address]
+            row.pool_names = [pool.name for pool in pools if row.address in pool.addresses]
+
+
+@admin.register(SourceAddress)
+class SourceAddressAdmin(ConsoleModelAdmin):
+    """Direct delivery's source addresses (MAILSERVICE_SOURCE_ADDRESSES): pools, EHLO name, warm-up, today's count.
+    An operator marks an address warm, or moves the day its warm-up began."""
+
+    list_display = ["address", "pools", "helo", "warmup", "today"]
+    fields = ["address", "helo", "warm", "warmup_started", "warmup"]
+    readonly_fields = ["address", "helo", "warmup"]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return SourceAddressChangeList
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+        source_address_rows(configured_addresses())  # every configured address has its row, used or not
+        return super().changelist_view(request, extra_context)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # the addresses come from MAILSERVICE_SOURCE_ADDRESSES
+
+    @admin.display(description="Pools")
+    def pools(self, row: SourceAddress) -> str:
+        return ", ".join(row.pool_names) or "—"  # type: ignore[attr-defined]  # set by the change list
+
+    @admin.display(description="HELO")
+    def helo(self, row: SourceAddress) -> str:
+        if row.address not in configured_addresses():
+            return "not in MAILSERVICE_SOURCE_ADDRESSES: unused"
+        return source_of(row).helo
+
+    @admin.display(description="Warm-up")
+    def warmup(self, row: SourceAddress) -> str:
+        day = today()
+        cap = warmup_cap(row, day)
+        if cap is None:
+            return "warm"
+        if row.warmup_started is None:
+            return f"starts at its first send ({cap} per destination on day 1)"
+        return f"day {max(0, (day - row.warmup_started).days) + 1}: {cap} per destination"
+
+    @admin.display(description="Sent today")
+    def today(self, row: SourceAddress) -> int:
+        return row.count_today  # type: ignore[attr-defined]  # set by the change list

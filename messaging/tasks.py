@@ -9,9 +9,11 @@ import logging
 from celery import shared_task
 from kombu.exceptions import OperationalError
 
+from mailservice.errors import ValidationFailed
 from messaging import aggregates
 from messaging.idempotency import idempotency_purge
 from messaging.outbound import dispatch
+from messaging.readiness import readiness_check_all
 from messaging.retention import messages_purge
 
 logger = logging.getLogger(__name__)
@@ -64,3 +66,25 @@ def retention_purge_task() -> int:
 @shared_task(name="messaging.idempotency_purge")
 def idempotency_purge_task() -> int:
     return idempotency_purge()
+
+
+@shared_task(name="messaging.tls_reports_send")
+def tls_reports_send_task() -> int:
+    """Yesterday's (UTC) TLS reports; returns how many submissions were made or skipped."""
+    # Imported here: it stores messages through messaging.services, which imports this module.
+    from messaging.tls_reporting import previous_utc_day, tls_reports_send
+
+    try:
+        results = tls_reports_send(day=previous_utc_day())
+    except ValidationFailed as exc:
+        logger.warning("tls-rpt: no reports sent: %s", exc.message)
+        return 0
+    if results is None:
+        logger.info("tls-rpt: no reports sent: MAILSERVICE_TLSRPT_FROM is unset")
+        return 0
+    return len(results)
+
+
+@shared_task(name="messaging.readiness_check")
+def readiness_check_task() -> int:
+    return readiness_check_all()

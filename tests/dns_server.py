@@ -5,7 +5,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import dns.resolver
-from dnslib import AAAA, MX, QTYPE, RCODE, RD, RR, TXT, A, DNSRecord
+import dns.reversename
+from dnslib import AAAA, MX, PTR, QTYPE, RCODE, RD, RR, TXT, A, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
 
 from tests.harness import free_port
@@ -37,6 +38,11 @@ class Zone(BaseResolver):
         """An A or AAAA record, by the address's form."""
         kind, rdata = ("AAAA", AAAA(address)) if ":" in address else ("A", A(address))
         self.records.setdefault((name.lower(), kind), []).append(rdata)
+
+    def publish_ptr(self, address: str, name: str) -> None:
+        """Reverse DNS: the PTR record of an IPv4 or IPv6 address (under in-addr.arpa or ip6.arpa)."""
+        reverse = dns.reversename.from_address(address).to_text(omit_final_dot=True)
+        self.records.setdefault((reverse.lower(), "PTR"), []).append(PTR(name))
 
     def resolve(self, request: DNSRecord, handler: DNSHandler) -> DNSRecord:
         reply = request.reply()

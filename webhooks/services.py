@@ -31,6 +31,7 @@ from domains.models import Domain
 from mailservice import metrics
 from mailservice.encryption import decrypt_secret, encrypt_secret
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
+from mailservice.http_deadline import REQUEST_ERRORS, post_status
 from mailservice.ids import public_id
 from messaging.models import Message, MessageEvent
 from webhooks.models import DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint
@@ -38,7 +39,6 @@ from webhooks.payloads import PUBLIC_TYPE, event_payload, messages_data
 from webhooks.secrets import secret_generate
 from webhooks.signing import signature_headers
 from webhooks.targets import TargetRefused, redacted_url, target_resolve, url_check
-from webhooks.transport import REQUEST_ERRORS, post_status
 
 logger = logging.getLogger(__name__)
 

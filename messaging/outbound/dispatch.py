@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from domains.selectors import SigningKey, dkim_signing_keys
 from domains.sending import domain_unpaused, global_paused, unpaused
+from domains.sources import Pool, domain_pools
 from mailservice import metrics
 from messaging import sql
 from messaging.models import BounceType, EventRecord, EventType, Message, MessageEvent, Status
@@ -74,6 +75,7 @@ SLOW_DOWN_RETRY_SECONDS = 1.0
 # the next one, with the backoff: a receiver that keeps throttling cannot keep it in a fast loop.
 FREE_THROTTLES = 10
 THROTTLE_MARK = "asked to slow down"  # in the `why` of every slow-down put-back, so they can be counted
+FOLLOW_UP_HORIZON = 5.0  # seconds: a message put back until no later than this gets a follow-up batch
 
 
 def retry_delay(*, attempt: int) -> timedelta:
@@ -373,6 +375,7 @@ class _Batch:
     suppressed: set[tuple[int, str]]
     signing_keys: dict[int, SigningKey]
     holds: BatchHolds
+    pools: dict[int, Pool]  # direct delivery's source addresses per domain ({}: the system chooses)
 
     @classmethod
     def read(cls, messages: list[Message], leases: LeaseSet, relay: LazyRelay) -> Self:
@@ -382,6 +385,7 @@ class _Batch:
             suppressed=_suppressed(messages),
             signing_keys=dkim_signing_keys(domain_ids={message.domain_id for message in messages}),
             holds=BatchHolds(address for message in messages for address in _wire_addresses(message)),
+            pools=domain_pools(domain_ids={message.domain_id for message in messages}),
         )
 
     def cleared(self, message: Message) -> bool:
@@ -422,11 +426,12 @@ def _slowed_down(message: Message, why: str, *, retry_at: datetime, relay: bool)
 
 
 def _destination_limited(message: Message, refusal: NotSent) -> SendOutcome:
-    """Direct delivery: a destination's limit (cap, rate, slow-down answer) put the recipients back."""
-    retry_at = timezone.now() + timedelta(seconds=refusal.retry_after)
+    """Direct delivery held the message back untried: a destination's limit (connection cap, rate, a
+    slow-down answer) or its pool's warm-up caps. A follow-up batch comes for what is due within seconds."""
     if refusal.throttle:
-        return _slowed_down(message, refusal.why, retry_at=retry_at, relay=False)
-    return _not_sent(message, retry_at=retry_at, why=refusal.why, follow_up=True)
+        return _slowed_down(message, refusal.why, retry_at=refusal.until, relay=False)
+    soon = refusal.until - timezone.now() <= timedelta(seconds=FOLLOW_UP_HORIZON)
+    return _not_sent(message, retry_at=refusal.until, why=refusal.why, follow_up=soon)
 
 
 class PartlySent(Exception):
@@ -481,16 +486,20 @@ def _unsent_outcome(message: Message, addressees: _Addressees) -> SendOutcome | 
     return None
 
 
-def _envelopes(message: Message, addressees: _Addressees) -> list[tuple[list[str], Envelope]]:
-    """(RCPT TO addresses, envelope) of each SMTP transaction the message takes (`_transactions`)."""
+def _envelopes(message: Message, addressees: _Addressees, pool: Pool | None) -> list[tuple[list[str], Envelope]]:
+    """(RCPT TO addresses, envelope) of each SMTP transaction the message takes (`_transactions`), each
+    leaving from an address of its domain's `pool` (direct delivery)."""
     return [
         (
             addresses,
-            envelope_for(
-                message=message,
-                recipients=addresses,
-                return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN,
-                recipient_index=index,
+            replace(
+                envelope_for(
+                    message=message,
+                    recipients=addresses,
+                    return_path_domain=settings.MAILSERVICE_RETURN_PATH_DOMAIN,
+                    recipient_index=index,
+                ),
+                pool=pool,
             ),
         )
         for index, addresses in _transactions(addressees.recipients, addressees.wire)
@@ -529,6 +538,8 @@ class _Transactions:
                 _relay_permit()
             result = self._send(number)
             self.results.append((addresses, result))
+            # Held back (a pool's warm-up caps, a destination's limits): a transaction that follows one
+            # already begun waits rather than being held back, so this is normally the first.
             if result.not_sent is not None and not self._delivered_any():
                 return _destination_limited(self.message, result.not_sent)
             if result.not_sent is None and is_slow_down(result.final) and not result.delivered:
@@ -551,6 +562,8 @@ class _Transactions:
     def _send(self, number: int) -> SendResult:
         """Transaction `number`; PartlySent if the connection fails after an earlier one delivered."""
         message, envelope = self.message, self.envelopes[number][1]
+        # Once a transaction of the message was begun the others follow, whatever the warm-up caps.
+        envelope = replace(envelope, follows=number > 0)
         name = message.public_id if len(self.envelopes) == 1 else f"{message.public_id}.{number}"
         try:
             result = self.batch.relay.send(envelope=envelope, data=self.data, name=name)
@@ -559,7 +572,8 @@ class _Transactions:
                 raise  # nobody has it yet: the whole message is tried again
             unsent = [address for rest, _ in self.envelopes[number:] for address in rest]
             raise self._partly_sent(unsent, _error_text(exc)) from exc
-        metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
+        if result.not_sent is None:  # else no server was asked: the reply is the pool's, synthesized
+            metrics.RELAY_REPLIES.labels(reply_class=metrics.reply_class(result.final.code)).inc()
         return result
 
     def _partly_sent(self, unsent: list[str], error: str) -> PartlySent:
@@ -590,7 +604,7 @@ def _send_one(message: Message, batch: _Batch) -> SendOutcome | None:
         if unsent := _unsent_outcome(message, addressees):
             return unsent
         rendered = submitted_rendering(message) if message.submitted else render_message(message)
-        envelopes = _envelopes(message, addressees)
+        envelopes = _envelopes(message, addressees, batch.pools.get(message.domain_id))
     except UnsendableMessage as exc:
         return SendOutcome(Status.FAILED, [EventRecord(EventType.FAILED, "", str(exc))], str(exc))
     if held := batch.holds.held_until(addressees.wire):

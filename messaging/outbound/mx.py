@@ -9,6 +9,10 @@ greets with anything but 220 passes the turn to the next. Each session upgrades 
 the host offers it, without checking the certificate (opportunistic, RFC 7435), and stays in clear
 only when it does not or when the upgrade fails.
 
+With MAILSERVICE_SOURCE_ADDRESSES each transaction leaves from an address of its sending domain's pool,
+chosen within the warm-up caps (messaging/outbound/sources.py), and its session binds to that address
+and gives its EHLO name; when no address of the pool has room the message is not sent (`NotSent`).
+
 No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
 server answered, so one dead destination never ends the batch for the others. Bounded whatever DNS
 says: at most MAX_MX_HOSTS hosts and MAX_CONNECTION_ATTEMPTS new connections per recipient domain
@@ -39,9 +43,12 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from domains.dns import dns_resolver
+from domains.models import SourceAddress
+from domains.sources import Pool, source_address_rows
 from mailservice.errors import ValidationFailed
 from messaging.outbound.provider_rules import is_throttle
-from messaging.outbound.shaping import DestinationGate, destination_of, reply_of
+from messaging.outbound.shaping import CONNECTION_WAIT, DestinationGate, destination_of, reply_of
+from messaging.outbound.sources import choose_source, next_try, source_of
 from messaging.outbound.transports import (
     Connection,
     Envelope,
@@ -50,6 +57,7 @@ from messaging.outbound.transports import (
     Reply,
     SendResult,
     SmtpConnection,
+    Source,
     merged_results,
 )
 
@@ -89,6 +97,20 @@ class Undeliverable(Exception):
 
 class _AtConnectionCap(Exception):
     """The destination's connections are all in use (MAILSERVICE_MX_CONNECTIONS) and none came free."""
+
+
+class _PoolFull(Exception):
+    """No address of the message's pool may send it now (warm-up caps): nothing is begun."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.result = SendResult(final=Reply(451, f"4.7.0 not sent: {why}"), not_sent=NotSent(why, next_try()))
+
+
+def _past_cap(pool: list[SourceAddress], destination: str) -> SourceAddress:
+    row = choose_source(pool, destination, past_cap=True)
+    assert row is not None  # past_cap always takes one of a pool that has addresses
+    return row
 
 
 class _HostSkipped(Exception):
@@ -151,13 +173,23 @@ def public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bo
     return address.is_global and not address.is_multicast
 
 
+def _session_key(source: Source | None, address: str) -> tuple[str, str]:
+    """Sessions are kept per (source address, MX address): one from another source is another session."""
+    return (source.address if source else "", address)
+
+
 @dataclass
 class _Session:
     host: str
     address: str
     smtp: SmtpConnection
+    source: Source | None
     destination: str = ""
     slot: str | None = None  # its destination's connection slot, given back when it closes
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return _session_key(self.source, self.address)
 
     def __str__(self) -> str:
         return f"{self.host} [{self.address}]"
@@ -169,8 +201,9 @@ class MxConnection:
 
     def __init__(self, *, resolver: dns.resolver.Resolver, port: int, timeout: float, allow_private: bool) -> None:
         self.resolver, self.port, self.timeout, self.allow_private = resolver, port, timeout, allow_private
-        self._sessions: dict[str, _Session] = {}  # by address
+        self._sessions: dict[tuple[str, str], _Session] = {}  # by (source address or "", MX address)
         self._routes: dict[str, tuple[str, list[str]] | Undeliverable] = {}  # by domain: (destination, hosts)
+        self._pools: dict[Pool, list[SourceAddress]] = {}  # their warm-up rows, read once a batch
         self.gate = DestinationGate()
 
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
@@ -178,23 +211,51 @@ class MxConnection:
         by_domain: dict[str, list[str]] = {}
         for recipient in envelope.recipients:
             by_domain.setdefault(recipient.rpartition("@")[2].lower(), []).append(recipient)
-        return merged_results(
-            [
-                (recipients, self._send_to(domain, replace(envelope, recipients=recipients), data, name))
-                for domain, recipients in by_domain.items()
-            ]
-        )
+        try:
+            sources = self._sources(envelope, list(by_domain))
+        except _PoolFull as exc:
+            return exc.result
+        results: list[tuple[list[str], SendResult]] = []
+        for domain, recipients in by_domain.items():
+            # Once a part of the message was begun, the others follow: they wait for their destination's limits.
+            follows = envelope.follows or bool(results)
+            result = self._send_to(
+                domain, replace(envelope, recipients=recipients, follows=follows), data, name, sources
+            )
+            if result.not_sent is not None and not follows:
+                return result  # held back before anything was begun: the whole message waits
+            results.append((recipients, result))
+        return merged_results(results)
 
-    def _send_to(self, domain: str, envelope: Envelope, data: bytes, name: str) -> SendResult:
+    def _sources(self, envelope: Envelope, domains: list[str]) -> dict[str, Source]:
+        """The source address each domain's transaction leaves from, counted against the warm-up caps ({}
+        without a pool: the system chooses). _PoolFull if none has room for any of them; once one part
+        of the message goes, the others go too, past the caps if need be (`choose_source`'s past_cap)."""
+        pool = envelope.pool
+        if pool is None:
+            return {}
+        if pool not in self._pools:
+            self._pools[pool] = source_address_rows(pool.addresses)
+        rows = self._pools[pool]
+        if not rows:
+            raise _PoolFull(f"the pool {pool.name} has no address in MAILSERVICE_SOURCE_ADDRESSES")
+        chosen = {domain: choose_source(rows, domain, past_cap=envelope.follows) for domain in domains}
+        if all(row is None for row in chosen.values()):
+            raise _PoolFull(f"every address of pool {pool.name} is at its warm-up cap for {', '.join(domains)}")
+        return {domain: source_of(row or _past_cap(rows, domain)) for domain, row in chosen.items()}
+
+    def _send_to(
+        self, domain: str, envelope: Envelope, data: bytes, name: str, sources: dict[str, Source]
+    ) -> SendResult:
         try:
             destination, hosts = self._route(domain)
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
         self.gate.note(destination, hosts)
-        if (refusal := self.gate.admit(destination)) is not None:
+        if (refusal := self.gate.admit(destination, follows=envelope.follows)) is not None:
             return _not_sent(refusal)
         try:
-            session = self._session(domain)
+            session = self._session(domain, sources.get(domain), follows=envelope.follows)
         except _AtConnectionCap:
             return _not_sent(self.gate.at_cap(destination))
         except Undeliverable as exc:
@@ -221,10 +282,10 @@ class MxConnection:
             raise route
         return route
 
-    def _slot(self, destination: str) -> str:
+    def _slot(self, destination: str, *, follows: bool) -> str:
         """A connection slot of the destination; at its cap, the one of this batch's idle session to it
-        (closed), else _AtConnectionCap."""
-        token = self.gate.take_slot(destination)
+        (closed), else _AtConnectionCap. A transaction that `follows` one already begun waits longer."""
+        token = self.gate.take_slot(destination, wait=self.timeout if follows else CONNECTION_WAIT)
         if token is not None:
             return token
         idle = next((kept for kept in self._sessions.values() if kept.destination == destination), None)
@@ -234,7 +295,7 @@ class MxConnection:
         self._drop(idle)
         return token
 
-    def _session(self, domain: str) -> _Session:
+    def _session(self, domain: str, source: Source | None, *, follows: bool) -> _Session:
         """A session with the first host of the domain's route that answers; Undeliverable naming the last error."""
         errors: list[str] = []
         transient = False
@@ -247,30 +308,30 @@ class MxConnection:
                 errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
             try:
-                addresses = self._addresses(host)
+                addresses = self._addresses_from(host, source)
             except _HostSkipped as exc:
                 errors.append(str(exc))
                 transient = transient or exc.transient
                 continue
             for address in addresses:
-                if (kept := self._sessions.get(address)) is not None:
+                if (kept := self._sessions.get(_session_key(source, address))) is not None:
                     if kept.smtp.reset():
                         return kept
                     self._drop(kept)
                 if attempts == MAX_CONNECTION_ATTEMPTS or time.monotonic() >= deadline:
                     break
-                slot = self._slot(destination)
+                slot = self._slot(destination, follows=follows)
                 attempts += 1
                 transient = True
                 try:
-                    session = _Session(host, address, self._connect(address), destination, slot)
+                    session = _Session(host, address, self._connect(address, source), source, destination, slot)
                 except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
                     self.gate.give_back(destination, slot)
                     errors.append(f"{host} [{address}]: {_brief(exc)}")
                     if (reply := reply_of(exc)) is not None and is_throttle(reply):
                         throttled = reply
                     continue
-                self._sessions[address] = session
+                self._sessions[session.key] = session
                 return session
         if throttled is not None:
             raise Undeliverable(throttled)
@@ -279,10 +340,10 @@ class MxConnection:
             raise Undeliverable(Reply(451, f"4.4.1 no mail host of {domain} could be used ({attempts} tried): {last}"))
         raise Undeliverable(Reply(550, f"5.4.4 no mail host of {domain} may be used: {last}"))
 
-    def _connect(self, address: str) -> SmtpConnection:
+    def _connect(self, address: str, source: Source | None) -> SmtpConnection:
         """A session with STARTTLS when the host offers it, without a certificate check (RFC 7435)."""
         clear = RelayConfig(address, self.port, "", "", "none", verify=False)
-        connection = SmtpConnection(clear, self.timeout)
+        connection = SmtpConnection(clear, self.timeout, source)
         if not connection.smtp.has_extn("starttls"):
             return connection
         try:
@@ -293,7 +354,18 @@ class MxConnection:
             connection.close()
         # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then
         # delivers in clear over a new connection rather than not at all, as Postfix's "may" level does.
-        return SmtpConnection(clear, self.timeout)
+        return SmtpConnection(clear, self.timeout, source)
+
+    def _addresses_from(self, host: str, source: Source | None) -> list[str]:
+        """The host's usable addresses of the source address's family (IPv4 or IPv6)."""
+        addresses = self._addresses(host)
+        if source is None:
+            return addresses
+        version = ipaddress.ip_address(source.address).version
+        fitting = [address for address in addresses if ipaddress.ip_address(address).version == version]
+        if not fitting:
+            raise _HostSkipped(f"{host} has no IPv{version} address to reach from {source.address}", transient=True)
+        return fitting
 
     def _addresses(self, host: str) -> list[str]:
         """The addresses of an MX host that may be connected to, IPv4 first."""
@@ -325,7 +397,7 @@ class MxConnection:
         raise _HostSkipped(f"{host} has no A or AAAA record", transient=False)
 
     def _drop(self, session: _Session) -> None:
-        self._sessions.pop(session.address, None)
+        self._sessions.pop(session.key, None)
         session.smtp.close()
         if session.slot is not None:
             self.gate.give_back(session.destination, session.slot)

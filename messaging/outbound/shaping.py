@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cache
 
 from django.conf import settings
@@ -68,6 +68,10 @@ def destination_of(domain: str, hosts: list[str]) -> str:
     if hosts == [domain]:
         return domain
     return ",".join(sorted({_suffixes().privatesuffix(host) or host for host in hosts}))
+
+
+def _after(seconds: float) -> datetime:
+    return datetime.now(UTC) + timedelta(seconds=seconds)
 
 
 @dataclass
@@ -116,17 +120,19 @@ class DestinationGate:
             self.noted.add(destination)
             _remember(destination, mx_hosts=" ".join(hosts))
 
-    def admit(self, destination: str) -> NotSent | None:
-        """A permit of the destination's rate (slept for up to RATE_WAIT), or why the recipients go back."""
-        wait = permit(destination, max_wait=RATE_WAIT)
+    def admit(self, destination: str, *, follows: bool = False) -> NotSent | None:
+        """A permit of the destination's rate (slept for up to RATE_WAIT), or why the recipients go back.
+        A transaction that `follows` one of the message already begun waits for its permit, however long."""
+        wait = permit(destination, max_wait=None if follows else RATE_WAIT)
         if not wait:
             return None
-        return NotSent(f"{destination} is at its rate: next permit in {wait:.1f} s", retry_after=wait)
+        return NotSent(f"{destination} is at its rate: next permit in {wait:.1f} s", until=_after(wait))
 
-    def take_slot(self, destination: str) -> str | None:
-        """A connection slot (a token), or None at the cap; "" while MAILSERVICE_MX_CONNECTIONS is 0 (no cap)."""
+    def take_slot(self, destination: str, *, wait: float = CONNECTION_WAIT) -> str | None:
+        """A connection slot (a token), or None if none came free within `wait` seconds; "" while
+        MAILSERVICE_MX_CONNECTIONS is 0 (no cap)."""
         cap = settings.MAILSERVICE_MX_CONNECTIONS
-        return take_slot(destination, cap, wait=CONNECTION_WAIT) if cap else ""
+        return take_slot(destination, cap, wait=wait) if cap else ""
 
     def give_back(self, destination: str, token: str) -> None:
         if token:
@@ -136,7 +142,7 @@ class DestinationGate:
     def at_cap(destination: str) -> NotSent:
         cap = settings.MAILSERVICE_MX_CONNECTIONS
         why = f"destination {destination} at its connection cap ({cap})"
-        return NotSent(why, retry_after=THROTTLE_RETRY_SECONDS)
+        return NotSent(why, until=_after(THROTTLE_RETRY_SECONDS))
 
     def observe(self, destination: str, result: SendResult) -> SendResult:
         """The receivers' answers: a slow-down reply lowers the destination's rate and, when nobody got
@@ -152,7 +158,7 @@ class DestinationGate:
         if result.delivered:
             return result
         why = f"{destination} asked to slow down: {throttle}"
-        result.not_sent = NotSent(why, retry_after=THROTTLE_RETRY_SECONDS, throttle=True)
+        result.not_sent = NotSent(why, until=_after(THROTTLE_RETRY_SECONDS), throttle=True)
         return result
 
 

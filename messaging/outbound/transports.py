@@ -24,12 +24,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from domains.sources import Pool
 
 T = TypeVar("T")
 
@@ -41,6 +44,30 @@ class Envelope:
     mail_from: str
     recipients: list[str]
     smtputf8: bool
+    # Direct delivery: the source addresses the transaction may leave from (None: the system chooses);
+    # `follows` says an earlier transaction of the message was begun, so this one is never held back.
+    pool: Pool | None = None
+    follows: bool = False
+
+
+@dataclass(frozen=True)
+class Source:
+    """A local address an SMTP connection binds to, and the name it gives in EHLO from there."""
+
+    address: str
+    helo: str
+
+
+@dataclass(frozen=True)
+class NotSent:
+    """No transaction was begun: every source address of the pool is at its warm-up cap, or a
+    destination's limits held it back (its connection cap, its rate, its slow-down reply:
+    messaging/outbound/shaping.py). The message waits until `until` without using an attempt;
+    `throttle` (a receiver's slow-down reply) counts against its free retries."""
+
+    why: str
+    until: datetime
+    throttle: bool = False
 
 
 # RFC 3463's enhanced status code at the start of a reply's text (RFC 2034): "5.1.1 user unknown".
@@ -62,17 +89,6 @@ class Reply:
         return found.group() if found else ""
 
 
-@dataclass(frozen=True)
-class NotSent:
-    """Direct delivery did not try a destination: its connection cap, its rate or its slow-down reply
-    (messaging/outbound/shaping.py). The recipients go back without using an attempt, `throttle`
-    (a receiver's slow-down reply) counted against the message's free retries."""
-
-    why: str
-    retry_after: float  # seconds
-    throttle: bool = False
-
-
 @dataclass
 class SendResult:
     """The relay's answers for one message.
@@ -86,7 +102,7 @@ class SendResult:
     refused: dict[str, Reply] = field(default_factory=dict)
     # The server that answered when it is not the transport's one `host` (direct delivery: the MX host).
     remote_host: str = ""
-    not_sent: NotSent | None = None  # direct delivery put the recipients back untried (`final` says why)
+    not_sent: NotSent | None = None  # nothing was sent, nor tried: `final` is synthesized
 
     @property
     def delivered(self) -> bool:
@@ -252,15 +268,25 @@ def helo_name() -> str:
 
 class SmtpConnection:
     """One SMTP session, to a relay or (messaging/outbound/mx.py) to an MX host: `config.host` is then
-    the address connected to, with opportunistic STARTTLS and no certificate check (RFC 7435)."""
+    the address connected to, with opportunistic STARTTLS and no certificate check (RFC 7435). With a
+    `source` it binds to that local address and gives its name in EHLO; without, the system picks the address."""
 
-    def __init__(self, config: RelayConfig, timeout: float) -> None:
+    def __init__(self, config: RelayConfig, timeout: float, source: Source | None = None) -> None:
+        name = helo_name() if source is None else source.helo
+        bind = None if source is None else (source.address, 0)
         if config.security == "tls":
             self.smtp: smtplib.SMTP = smtplib.SMTP_SSL(
-                config.host, config.port, local_hostname=helo_name(), timeout=timeout, context=config.ssl_context()
+                config.host,
+                config.port,
+                local_hostname=name,
+                timeout=timeout,
+                context=config.ssl_context(),
+                source_address=bind,
             )
         else:
-            self.smtp = smtplib.SMTP(config.host, config.port, local_hostname=helo_name(), timeout=timeout)
+            self.smtp = smtplib.SMTP(
+                config.host, config.port, local_hostname=name, timeout=timeout, source_address=bind
+            )
         try:
             code, text = self.smtp.ehlo()
             if code == 421:  # the server closes the channel at EHLO (RFC 5321 3.8), as a refused greeting does

@@ -16,6 +16,7 @@ from typing import Any
 import httpcore
 import pytest
 
+from mailservice.http_deadline import post_status
 from messaging.models import EventType, MessageEvent
 from tests.factories import DomainFactory, MessageFactory
 from tests.harness import BIN, ROOT, celery_worker, child_env, self_signed_certificate, wait_until
@@ -23,7 +24,6 @@ from tests.webhooks.receiver import trickling_receiver, webhook_receiver
 from webhooks.models import DeliveryStatus, WebhookDelivery
 from webhooks.services import endpoint_create
 from webhooks.tasks import pump_task
-from webhooks.transport import post_status
 
 # The production ratios scaled down: a 10 s timeout against a 60 s lease, here 1 s against 3 s.
 TIMEOUT, LEASE, CAP = 1.0, 3.0, 2

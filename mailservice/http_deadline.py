@@ -1,4 +1,4 @@
-"""The network under a webhook request: one deadline for all of it.
+"""The network under an outgoing HTTP request (a webhook, a TLS report): one deadline for all of it.
 
 httpx and httpcore time each read and write separately, so a receiver that sends a byte now and
 then keeps a request open as long as it likes. Here every socket operation (connect, TLS
