@@ -421,7 +421,7 @@ def _slowed_down(message: Message, why: str, *, retry_at: datetime, relay: bool)
     then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell)."""
     if _throttles_in_a_row(message) >= FREE_THROTTLES:
         charged = _temporary(message, f"{why} ({FREE_THROTTLES} times in a row without using an attempt)")
-        return replace(charged, slow_down=relay, follow_up=not relay)
+        return replace(charged, slow_down=relay)
     return _not_sent(message, retry_at=retry_at, why=why, slow_down=relay, follow_up=not relay)
 
 
