@@ -367,6 +367,9 @@ MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
 # addresses (refused unless set: tests, a trusted LAN).
 MAILSERVICE_MX_PORT = env_int("MAILSERVICE_MX_PORT", 25)
 MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
+# Open connections to one destination (a recipient domain's MX hosts rolled up by registrable
+# domain, messaging/outbound/shaping.py) at once, over all its hosts, for the whole fleet.
+MAILSERVICE_MX_CONNECTIONS = env_int("MAILSERVICE_MX_CONNECTIONS", 10)
 # Extra trust anchors (PEM) for verified TLS to others' servers, beside the system store: MTA-STS policy
 # fetches and the MX certificates a policy requires verified (messaging/outbound/mta_sts.py, mx_tls.py),
 # TLS reports' https: submissions.

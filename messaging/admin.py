@@ -10,6 +10,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
@@ -31,6 +32,7 @@ from messaging.models import Direction, Message, MessageEvent, Suppression
 from messaging.outbound.destinations import held_destinations
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.relay_limits import relay_rate_status
+from messaging.outbound.shaping import destination_overview
 from messaging.outbound.sources import counts_today, source_of, today, warmup_cap
 from messaging.outbound.transports import delivery_mode
 from messaging.readiness import domain_readiness
@@ -315,6 +317,26 @@ def _relay_text(status: dict, held: dict[str, dict]) -> str:
     return text + "."
 
 
+def _destination_row(status: dict) -> dict:
+    """A row of the Destinations page from a destination's status (shaping.destination_status)."""
+    rate = _rate(status["effective"])
+    if status["effective"] != status["configured"]:
+        rate += f", lowered because {status['reason']}"
+    elif status["reason"]:
+        rate += f" ({status['reason']}, {status['changed_at']:%H:%M:%S} UTC)"
+    cap = status["connections"] or "no cap"
+    in_use = "—" if status["connections_open"] is None else status["connections_open"]
+    error_at = status.get("last_error_at")
+    return {
+        "name": status["name"],
+        "mx_hosts": ", ".join(status["mx_hosts"]) or "—",
+        "connections": f"{in_use} / {cap}",
+        "rate": rate,
+        "last_error": status["last_error"] or "—",
+        "last_error_at": f"{error_at:%Y-%m-%d %H:%M:%S} UTC" if error_at else "",
+    }
+
+
 class DomainWithRatesChangeList(DomainChangeList):
     """Adds each listed domain's bounce and complaint rates, one aggregate query for the page."""
 
@@ -334,8 +356,22 @@ class DomainMailAdmin(DomainAdmin):
         return DomainWithRatesChangeList
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
-        relay = {"relay_text": f"Delivery: {delivery_mode()}. {_relay_text(relay_rate_status(), held_destinations())}"}
+        relay = {
+            "relay_text": f"Delivery: {delivery_mode()}. {_relay_text(relay_rate_status(), held_destinations())}",
+            "destinations_url": "destinations/",
+        }
         return super().changelist_view(request, {**relay, **(extra_context or {})})
+
+    def destinations_view(self, request: HttpRequest) -> HttpResponse:
+        """Where mail goes (the relay, or each destination of direct delivery) and the limits it goes within."""
+        if not self.has_view_permission(request):
+            return refuse(request, "You may not view the delivery destinations.")
+        overview = destination_overview()
+        rows = [_destination_row(status) for status in overview.destinations]
+        if not overview.direct:
+            rows = [_destination_row({**overview.relay, "name": "the relay", "mx_hosts": [], "last_error": ""})]
+        context = {**self.admin_site.each_context(request), "title": "Destinations", "overview": overview, "rows": rows}
+        return TemplateResponse(request, "admin/messaging/destinations.html", context)
 
     @admin.display(description=f"Bounces ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
     def bounce_rate(self, domain: Domain) -> str:
@@ -356,7 +392,8 @@ class DomainMailAdmin(DomainAdmin):
         check = path(
             "<int:object_id>/check-readiness/", view(self.check_readiness_view), name="domains_domain_check_readiness"
         )
-        return [check, *super().get_urls()]
+        destinations = path("destinations/", view(self.destinations_view), name="messaging_destinations")
+        return [check, destinations, *super().get_urls()]
 
     def check_readiness_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """Run the readiness check now (it asks DNS) and show the domain's page with the result."""

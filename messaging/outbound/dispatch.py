@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from itertools import takewhile
 from typing import Any, Self
 
 from django.conf import settings
@@ -45,10 +46,21 @@ from messaging.outbound.destinations import BatchHolds
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.outbound.fairness import fair_claim_ids
 from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_address, render_message
-from messaging.outbound.relay_limits import as_text, is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
+from messaging.outbound.provider_rules import explained
+from messaging.outbound.relay_limits import is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.sandbox import sandbox_outcome
+from messaging.outbound.shaping import reply_of
 from messaging.outbound.submitted import submitted_rendering
-from messaging.outbound.transports import Connection, Envelope, Reply, SendResult, merged_results, transport
+from messaging.outbound.transports import (
+    Connection,
+    Envelope,
+    NotSent,
+    Reply,
+    SendResult,
+    is_direct_delivery,
+    merged_results,
+    transport,
+)
 from messaging.suppressions import active_suppressions
 
 logger = logging.getLogger(__name__)
@@ -59,6 +71,11 @@ RECORD_RETRY_SECONDS = 0.5
 LEASE_CHECK_SECONDS = 1.0
 # After a "slow down" answer, the batch's rest is given back and a new task picks it up this much later.
 SLOW_DOWN_RETRY_SECONDS = 1.0
+# A message put back by this many slow-down answers in a row (no attempt used each time) is charged
+# the next one, with the backoff: a receiver that keeps throttling cannot keep it in a fast loop.
+FREE_THROTTLES = 10
+THROTTLE_MARK = "asked to slow down"  # in the `why` of every slow-down put-back, so they can be counted
+FOLLOW_UP_HORIZON = 5.0  # seconds: a message put back until no later than this gets a follow-up batch
 
 
 def retry_delay(*, attempt: int) -> timedelta:
@@ -116,6 +133,7 @@ class SendOutcome:
     retry_at: datetime | None = None  # the next attempt, instead of the backoff schedule
     charged: bool = True  # False: no attempt was made after all (a hold, a slow-down): it is given back
     slow_down: bool = False  # the relay asked the fleet to slow down: stop this batch
+    follow_up: bool = False  # a destination's limit put it back: a follow-up batch picks it up within seconds
 
 
 def _wire_addresses(message: Message) -> list[str]:
@@ -146,10 +164,18 @@ def _retry(
     retry_at: datetime | None = None,
     charged: bool = True,
     slow_down: bool = False,
+    follow_up: bool = False,
 ) -> SendOutcome:
     """Another attempt later (`retry_at`, else the backoff schedule): the message stays accepted."""
     return SendOutcome(
-        Status.ACCEPTED, events, last_error, retry=True, retry_at=retry_at, charged=charged, slow_down=slow_down
+        Status.ACCEPTED,
+        events,
+        last_error,
+        retry=True,
+        retry_at=retry_at,
+        charged=charged,
+        slow_down=slow_down,
+        follow_up=follow_up,
     )
 
 
@@ -164,7 +190,7 @@ def _reply_event(
     return EventRecord(
         kind,
         recipient,
-        str(reply) if detail is None else detail,
+        explained(reply) if detail is None else detail,
         smtp_code=reply.code,
         enhanced_status=reply.enhanced_status,
         diagnostic=reply.text,
@@ -197,7 +223,7 @@ def _classify(message: Message, result: SendResult) -> SendOutcome:
     replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
     if all(reply.code >= 500 for reply in replies):
         bounced = _reply_event(EventType.BOUNCED, "", result.final, bounce=True, host=result.remote_host)
-        return SendOutcome(Status.BOUNCED, [*rejected, bounced], str(result.final))
+        return SendOutcome(Status.BOUNCED, [*rejected, bounced], explained(result.final))
     return _temporary(message, str(result.final), result.final)
 
 
@@ -363,17 +389,49 @@ class _Batch:
         )
 
     def cleared(self, message: Message) -> bool:
-        """A permit from the relay's rate (it may wait), then the lease check, right before SMTP."""
-        relay_permit()
+        """A permit from the relay's rate (it may wait), then the lease check, right before SMTP.
+        Direct delivery asks each destination's rate instead (messaging/outbound/shaping.py)."""
+        _relay_permit()
         return self.leases.confirm(message)
 
 
-def _not_sent(message: Message, *, retry_at: datetime, why: str, slow_down: bool = False) -> SendOutcome:
-    """Put a claimed message back until `retry_at` without using an attempt: held, or the relay asked to slow down."""
+def _relay_permit() -> None:
+    if not is_direct_delivery(settings.EMAIL_URL or ""):
+        relay_permit()
+
+
+def _not_sent(
+    message: Message, *, retry_at: datetime, why: str, slow_down: bool = False, follow_up: bool = False
+) -> SendOutcome:
+    """Put a claimed message back until `retry_at` without using an attempt: held, or the relay or a
+    destination asked to slow down (or is at its limits)."""
     detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC"
-    return _retry(
-        [EventRecord(EventType.DEFERRED, "", detail)], why, retry_at=retry_at, charged=False, slow_down=slow_down
-    )
+    event = EventRecord(EventType.DEFERRED, "", detail)
+    return _retry([event], why, retry_at=retry_at, charged=False, slow_down=slow_down, follow_up=follow_up)
+
+
+def _throttles_in_a_row(message: Message) -> int:
+    """How many of the message's latest events are slow-down put-backs (up to FREE_THROTTLES)."""
+    recent = message.events.order_by("-pk").values_list("type", "detail")[:FREE_THROTTLES]
+    return len(list(takewhile(lambda event: event[0] == EventType.DEFERRED and THROTTLE_MARK in event[1], recent)))
+
+
+def _slowed_down(message: Message, why: str, *, retry_at: datetime, relay: bool) -> SendOutcome:
+    """A slow-down answer: put back without using an attempt, unless FREE_THROTTLES in a row already were;
+    then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell)."""
+    if _throttles_in_a_row(message) >= FREE_THROTTLES:
+        charged = _temporary(message, f"{why} ({FREE_THROTTLES} times in a row without using an attempt)")
+        return replace(charged, slow_down=relay)
+    return _not_sent(message, retry_at=retry_at, why=why, slow_down=relay, follow_up=not relay)
+
+
+def _destination_limited(message: Message, refusal: NotSent) -> SendOutcome:
+    """Direct delivery held the message back untried: a destination's limit (connection cap, rate, a
+    slow-down answer) or its pool's warm-up caps. A follow-up batch comes for what is due within seconds."""
+    if refusal.throttle:
+        return _slowed_down(message, refusal.why, retry_at=refusal.until, relay=False)
+    soon = refusal.until - timezone.now() <= timedelta(seconds=FOLLOW_UP_HORIZON)
+    return _not_sent(message, retry_at=refusal.until, why=refusal.why, follow_up=soon)
 
 
 class PartlySent(Exception):
@@ -477,17 +535,19 @@ class _Transactions:
             if number:
                 # The relay counts each transaction as a message. The lease checked by `cleared()` is not
                 # asked again: once a recipient has the message the rest follow, within the lease.
-                relay_permit()
+                _relay_permit()
             result = self._send(number)
-            if result.not_sent is not None:  # only a first transaction is held back (`Envelope.follows`)
-                return _not_sent(self.message, retry_at=result.not_sent.until, why=result.not_sent.why)
             self.results.append((addresses, result))
-            if is_slow_down(result.final) and not result.delivered:
+            # Held back (a pool's warm-up caps, a destination's limits): a transaction that follows one
+            # already begun waits rather than being held back, so this is normally the first.
+            if result.not_sent is not None and not self._delivered_any():
+                return _destination_limited(self.message, result.not_sent)
+            if result.not_sent is None and is_slow_down(result.final) and not result.delivered:
                 relay_slow_down(reply=str(result.final))
                 if not self._delivered_any():
                     # Due again at once: the lowered shared rate spaces the next tries, whichever worker makes them.
-                    why = f"the relay asked to slow down: {result.final}"
-                    return _not_sent(self.message, retry_at=timezone.now(), why=why, slow_down=True)
+                    why = f"the relay {THROTTLE_MARK}: {result.final}"
+                    return _slowed_down(self.message, why, retry_at=timezone.now(), relay=True)
                 self.slow_down = True
             if (hold_end := self.batch.holds.observe(result, addresses)) is not None:
                 self.hold_ends.append(hold_end)
@@ -605,15 +665,21 @@ def _error_text(exc: BaseException) -> str:
 
 def _connection_failed(message: Message, exc: OSError | smtplib.SMTPException | PartlySent) -> SendOutcome:
     """The outcome of the message in flight when the relay connection failed, and the fleet's slow-down
-    when the relay refused the connection at its cap."""
+    when the relay refused the connection at its cap. A slow-down answer at connect or greeting (421)
+    costs no attempt: the message was not sent, and is due again at once at the lowered rate."""
     error = str(exc) if isinstance(exc, PartlySent) else _error_text(exc)
     logger.warning("dispatch of %s: the relay connection failed: %s", message.public_id, error)
     metrics.RELAY_REPLIES.labels(reply_class="connection_error").inc()
-    if isinstance(exc, ConnectionRefusedError) or (
-        isinstance(exc, smtplib.SMTPConnectError) and is_slow_down(Reply(exc.smtp_code, as_text(exc.smtp_error)))
-    ):
+    if isinstance(exc, PartlySent):
+        return exc.outcome
+    reply = reply_of(exc)
+    if reply is not None and is_slow_down(reply):
+        relay_slow_down(reply=str(reply))
+        why = f"the relay {THROTTLE_MARK} before the message: {reply}"
+        return _slowed_down(message, why, retry_at=timezone.now(), relay=True)
+    if isinstance(exc, ConnectionRefusedError):
         relay_slow_down(reply=error)  # refused at the relay's connection cap: the fleet backs off together
-    return exc.outcome if isinstance(exc, PartlySent) else _temporary(message, error)
+    return _temporary(message, error)
 
 
 def _record_attempt(message: Message, outcome: SendOutcome) -> bool:
@@ -633,9 +699,11 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
     (refused, dropped, timed out) is charged to the message being sent; the rest of the batch is
     released for the next run without using up an attempt (when it fails after some of the message's
     recipients got it, `PartlySent`, the message is recorded as it stands). So is the rest of a batch
-    the relay asked to slow down in; `on_slow_down` is then called to have it picked up again.
+    the relay asked to slow down in; `on_slow_down` is then called to have it picked up again, as it is
+    after a batch in which a destination's limits put messages back (direct delivery).
     """
     leases, recorded, in_flight = LeaseSet(messages, lease), 0, messages[0]
+    follow_up = False
     try:
         with LazyRelay() as relay:
             batch = _Batch.read(messages, leases, relay)
@@ -645,15 +713,18 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
                     continue
                 recorded += _record_attempt(in_flight, outcome)
                 leases.settle(in_flight)
+                follow_up = follow_up or outcome.follow_up or outcome.slow_down
                 if outcome.slow_down:  # the relay may have closed the connection too: the rest waits its turn
                     leases.release_rest()
-                    if on_slow_down is not None:
-                        on_slow_down()
                     break
     except (OSError, smtplib.SMTPException, PartlySent) as exc:
-        recorded += _record_attempt(in_flight, _connection_failed(in_flight, exc))
+        outcome = _connection_failed(in_flight, exc)
+        recorded += _record_attempt(in_flight, outcome)
         leases.settle(in_flight)
         leases.release_rest()
+        follow_up = follow_up or outcome.slow_down
+    if follow_up and on_slow_down is not None:
+        on_slow_down()
     return recorded
 
 

@@ -23,6 +23,10 @@ and transaction, none begun after SEARCH_BUDGET_TIMEOUTS SMTP timeouts, each loo
 MAILSERVICE_DNS_TIMEOUT (dnspython bounds CNAME chains), each SMTP step within
 MAILSERVICE_SMTP_TIMEOUT. An MX that is an IP literal or `localhost` is never used;
 one that resolves to loopback, private or link-local addresses only with MAILSERVICE_MX_ALLOW_PRIVATE.
+
+Each recipient domain's transaction goes through its destination's limits (messaging/outbound/shaping.py):
+the rate, a connection slot for each session opened, and the slow-down replies; a limit that stops it
+returns a result with `not_sent`, which dispatch puts back without using an attempt.
 """
 
 import ipaddress
@@ -47,6 +51,8 @@ from domains.sources import Pool, source_address_rows
 from mailservice.errors import ValidationFailed
 from messaging.outbound import mx_tls
 from messaging.outbound.mta_sts import policy_for, verified_tls_context
+from messaging.outbound.provider_rules import is_throttle
+from messaging.outbound.shaping import CONNECTION_WAIT, DestinationGate, destination_of, reply_of
 from messaging.outbound.sources import choose_source, next_try, source_of
 from messaging.outbound.transports import (
     Connection,
@@ -93,6 +99,10 @@ class Undeliverable(Exception):
     def __init__(self, reply: Reply) -> None:
         super().__init__(str(reply))
         self.reply = reply
+
+
+class _AtConnectionCap(Exception):
+    """The destination's connections are all in use (MAILSERVICE_MX_CONNECTIONS) and none came free."""
 
 
 class _PoolFull(Exception):
@@ -181,6 +191,8 @@ class _Session:
     smtp: SmtpConnection
     source: Source | None
     secured: str = mx_tls.NONE  # the mandatory policy its TLS was checked against (for host), if any
+    destination: str = ""
+    slot: str | None = None  # its destination's connection slot, given back when it closes
 
     @property
     def key(self) -> tuple[str, str]:
@@ -201,9 +213,10 @@ class MxConnection:
     def __init__(self, *, resolver: dns.resolver.Resolver, port: int, timeout: float, allow_private: bool) -> None:
         self.resolver, self.port, self.timeout, self.allow_private = resolver, port, timeout, allow_private
         self._sessions: dict[tuple[str, str], _Session] = {}  # by (source address or "", MX address)
-        self._routes: dict[str, list[str] | Undeliverable] = {}  # by domain, for the batch
+        self._routes: dict[str, tuple[str, list[str]] | Undeliverable] = {}  # by domain: (destination, hosts)
         self._pools: dict[Pool, list[SourceAddress]] = {}  # their warm-up rows, read once a batch
         self._sts: dict[str, mx_tls.HostPolicy] = {}  # by domain, for the batch
+        self.gate = DestinationGate()
 
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
         """One transaction per recipient domain (each to its own servers), merged into one result."""
@@ -214,12 +227,17 @@ class MxConnection:
             sources = self._sources(envelope, list(by_domain))
         except _PoolFull as exc:
             return exc.result
-        return merged_results(
-            [
-                (recipients, self._send_to(domain, replace(envelope, recipients=recipients), data, name, sources))
-                for domain, recipients in by_domain.items()
-            ]
-        )
+        results: list[tuple[list[str], SendResult]] = []
+        for domain, recipients in by_domain.items():
+            # Once a part of the message was begun, the others follow: they wait for their destination's limits.
+            follows = envelope.follows or bool(results)
+            result = self._send_to(
+                domain, replace(envelope, recipients=recipients, follows=follows), data, name, sources
+            )
+            if result.not_sent is not None and not follows:
+                return result  # held back before anything was begun: the whole message waits
+            results.append((recipients, result))
+        return merged_results(results)
 
     def _sources(self, envelope: Envelope, domains: list[str]) -> dict[str, Source]:
         """The source address each domain's transaction leaves from, counted against the warm-up caps ({}
@@ -242,20 +260,33 @@ class MxConnection:
         self, domain: str, envelope: Envelope, data: bytes, name: str, sources: dict[str, Source]
     ) -> SendResult:
         try:
-            session = self._session(domain, sources.get(domain))
+            destination, hosts = self._route(domain)
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
+        self.gate.note(destination, hosts)
+        if (refusal := self.gate.admit(destination, follows=envelope.follows)) is not None:
+            return _not_sent(refusal)
         try:
-            return replace(session.smtp.send(envelope=envelope, data=data, name=name), remote_host=session.host)
+            session = self._session(domain, sources.get(domain), follows=envelope.follows)
+        except _AtConnectionCap:
+            return _not_sent(self.gate.at_cap(destination))
+        except Undeliverable as exc:
+            return self.gate.observe(destination, SendResult(final=exc.reply))
+        try:
+            result = replace(session.smtp.send(envelope=envelope, data=data, name=name), remote_host=session.host)
         except (OSError, smtplib.SMTPException) as exc:
             # Not handed to the next host: the data may have arrived before the connection failed.
             self._drop(session)
-            return SendResult(final=Reply(451, f"4.4.2 the session with {session} failed: {_brief(exc)}"))
+            result = SendResult(final=Reply(451, f"4.4.2 the session with {session} failed: {_brief(exc)}"))
+        return self.gate.observe(destination, result)
 
-    def _route(self, domain: str) -> list[str]:
+    def _route(self, domain: str) -> tuple[str, list[str]]:
+        """(destination, hosts) of a recipient domain, looked up once per batch."""
         if domain not in self._routes:
             try:
-                self._routes[domain] = mx_hosts(self.resolver, a_label(domain))
+                name = a_label(domain)
+                hosts = mx_hosts(self.resolver, name)
+                self._routes[domain] = (destination_of(name, hosts), hosts)
             except Undeliverable as exc:
                 self._routes[domain] = exc
         route = self._routes[domain]
@@ -272,16 +303,31 @@ class MxConnection:
     def _may_connect(self, address: str) -> bool:
         return self.allow_private or public_address(ipaddress.ip_address(address))
 
-    def _session(self, domain: str, source: Source | None) -> _Session:
+    def _slot(self, destination: str, *, follows: bool) -> str:
+        """A connection slot of the destination; at its cap, the one of this batch's idle session to it
+        (closed), else _AtConnectionCap. A transaction that `follows` one already begun waits longer."""
+        token = self.gate.take_slot(destination, wait=self.timeout if follows else CONNECTION_WAIT)
+        if token is not None:
+            return token
+        idle = next((kept for kept in self._sessions.values() if kept.destination == destination), None)
+        if idle is None or idle.slot is None:
+            raise _AtConnectionCap(destination)
+        token, idle.slot = idle.slot, None
+        self._drop(idle)
+        return token
+
+    def _session(self, domain: str, source: Source | None, *, follows: bool) -> _Session:
         """A session with the first host of the domain's route that answers as its TLS policy demands;
         Undeliverable naming the last error (4.7.5 when a policy refused a host)."""
         errors: list[str] = []
         refused_by_policy = ""
         transient = False
+        throttled: Reply | None = None  # a host's slow-down greeting (421), should none answer
         attempts = 0
+        destination, hosts = self._route(domain)
         deadline = time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout
         sts = self._sts_policy(domain)
-        for host in self._route(domain):
+        for host in hosts:
             if time.monotonic() >= deadline:
                 errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
@@ -303,15 +349,21 @@ class MxConnection:
                     self._drop(kept)
                 if attempts == MAX_CONNECTION_ATTEMPTS or time.monotonic() >= deadline:
                     break
+                slot = self._slot(destination, follows=follows)
                 attempts += 1
                 transient = True
                 try:
-                    session = _Session(host, address, self._connect(host, address, policy, source), source)
+                    smtp = self._connect(host, address, policy, source)
+                    session = _Session(host, address, smtp, source, destination=destination, slot=slot)
                 except mx_tls.TlsRefused as exc:
+                    self.gate.give_back(destination, slot)
                     refused_by_policy = str(exc)
                     continue
                 except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
+                    self.gate.give_back(destination, slot)
                     errors.append(f"{host} [{address}]: {_brief(exc)}")
+                    if (reply := reply_of(exc)) is not None and is_throttle(reply):
+                        throttled = reply
                     continue
                 session.secured = policy.kind if policy.mandatory else mx_tls.NONE
                 self._drop(self._sessions.get(session.key))
@@ -321,6 +373,8 @@ class MxConnection:
             # 450, not 451: a 451 4.7.x reply reads as "slow down" (relay_limits.is_slow_down), and a
             # receiver's TLS policy says nothing about the pace.
             raise Undeliverable(Reply(450, f"4.7.5 {refused_by_policy}"))
+        if throttled is not None:
+            raise Undeliverable(throttled)
         last = errors[-1] if errors else "no host to try"
         if transient:
             raise Undeliverable(Reply(451, f"4.4.1 no mail host of {domain} could be used ({attempts} tried): {last}"))
@@ -397,10 +451,17 @@ class MxConnection:
             return
         self._sessions.pop(session.key, None)
         session.smtp.close()
+        if session.slot is not None:
+            self.gate.give_back(session.destination, session.slot)
+            session.slot = None
 
     def close(self) -> None:
         for session in list(self._sessions.values()):
             self._drop(session)
+
+
+def _not_sent(refusal: NotSent) -> SendResult:
+    return SendResult(final=Reply(451, f"4.4.5 not sent: {refusal.why}"), not_sent=refusal)
 
 
 class MxTransport:

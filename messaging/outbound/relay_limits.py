@@ -7,13 +7,17 @@
   Redis at most every UNLIMITED_RECHECK seconds (reporting how many messages it sent meanwhile,
   for the observed rate below) instead of before every message: that round trip was a fifth of a
   dispatch worker's time. So a slow-down reaches the fleet's other processes within that interval.
-- AIMD: a "slow down" answer (421, or 451 4.7.x / 454 4.7.0) halves the effective rate for the
+- AIMD: a "slow down" answer (messaging/outbound/provider_rules.py) halves the effective rate for the
   fleet (at most once a second: the answers to one burst count once), from the configured rate,
   or from the rate the fleet was sending at when unlimited. Every second without one it climbs by
   MAILSERVICE_RELAY_RATE_STEP until it is back where it was, never below RATE_FLOOR.
 - Connections: MAILSERVICE_RELAY_CONNECTIONS caps the open relay connections of the fleet: a
   slot (a member of a Redis sorted set that expires with the lease, so a killed worker's slot
   comes back) is held for as long as a batch's connection is open.
+
+The same state is kept per destination in direct delivery (messaging/outbound/shaping.py): the
+functions below take a `destination` (RELAY, "", is the relay's own keys); a destination's rate is
+unlimited until it first asks to slow down, and its connection cap is MAILSERVICE_MX_CONNECTIONS.
 
 Without REDIS_URL (the embedded mode) the same rules hold in-process. Should Redis fail, a
 worker falls back to its own in-process state until it is back: it keeps sending, within the
@@ -34,12 +38,15 @@ import redis
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from messaging.outbound.provider_rules import is_throttle
 from messaging.outbound.transports import Reply
 
 logger = logging.getLogger(__name__)
 
+RELAY = ""  # the destination that stands for the relay (its keys predate destinations)
 RATE_KEY = "relay:rate"
 CONNECTIONS_KEY = "relay:connections"
+DESTINATION_PREFIX = "destination:"  # a destination's keys: destination:<name>:rate, destination:<name>:connections
 DECREASE_FACTOR = 0.5
 DECREASE_INTERVAL = 1.0  # seconds: slow-down answers within this of a decrease count as the same one
 RECOVERED = "recovered: no slow-down answer since the last decrease"
@@ -48,8 +55,9 @@ UNLIMITED_RECHECK = 0.1  # seconds a process trusts Redis's "no limit in force" 
 UNLIMITED = "unlimited"  # the permit script's answer while no limit is in force
 
 # KEYS[1] the rate hash. ARGV: configured rate (0 = unlimited), step, the reason of a recovery, the
-# messages to count (this one and those sent unasked while unlimited). Returns the seconds to wait,
-# or "unlimited" while no limit is in force.
+# messages to count (this one and those sent unasked while unlimited), the longest wait to reserve
+# (-1: any). Returns the seconds to wait, "unlimited" while no limit is in force, or "later:<wait>"
+# when the wait is longer than that (nothing is reserved then).
 # The effective rate `rate` is absent while no slow-down is in force; `target` is what it climbs to.
 _ACQUIRE = """
 local t = redis.call('TIME')
@@ -78,6 +86,8 @@ if not rate and configured > 0 then rate = configured end
 if not rate then return 'unlimited' end
 local interval = 1 / rate
 tat = math.max(tat, now)
+local max_wait = tonumber(ARGV[5])
+if max_wait >= 0 and tat - now - interval > max_wait then return 'later:' .. tostring(tat - now - interval) end
 redis.call('HSET', KEYS[1], 'tat', tostring(tat + interval))
 redis.call('EXPIRE', KEYS[1], 86400)
 return tostring(math.max(0, tat - now - interval))
@@ -123,14 +133,24 @@ return 0
 """
 
 
-def _configured() -> float:
-    return settings.MAILSERVICE_RELAY_RATE or 0.0
+def rate_key(destination: str) -> str:
+    return RATE_KEY if destination == RELAY else f"{DESTINATION_PREFIX}{destination}:rate"
+
+
+def connections_key(destination: str) -> str:
+    return CONNECTIONS_KEY if destination == RELAY else f"{DESTINATION_PREFIX}{destination}:connections"
+
+
+def _configured(destination: str = RELAY) -> float:
+    """The configured rate: the relay's MAILSERVICE_RELAY_RATE; a destination has none (AIMD alone)."""
+    return (settings.MAILSERVICE_RELAY_RATE or 0.0) if destination == RELAY else 0.0
 
 
 @dataclass
 class _LocalState:
-    """The same rules in-process (no Redis): what the Lua scripts keep in the `relay:rate` hash."""
+    """The same rules in-process (no Redis): what the Lua scripts keep in a destination's rate hash."""
 
+    configured: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
     rate: float | None = None
     target: float = 0.0
@@ -147,7 +167,8 @@ class _LocalState:
     unlimited_until: float = 0.0
     unreported: int = 0
 
-    def acquire(self, now: float) -> float:
+    def acquire(self, now: float, max_wait: float | None = None) -> float:
+        """The wait before the next permit, reserved unless it is longer than `max_wait`."""
         with self.lock:
             if now - self.win_start >= 1:
                 self.observed = self.win_count / (now - self.win_start) if self.win_start else 0.0
@@ -159,12 +180,14 @@ class _LocalState:
                 if self.rate >= self.target:
                     self.rate = None
                     self.reason, self.changed_at = RECOVERED, now
-            rate = self.rate or _configured()
+            rate = self.rate or self.configured
             if not rate:
                 return 0.0
             interval = 1 / rate
             self.tat = max(self.tat, now)
             wait = max(0.0, self.tat - now - interval)
+            if max_wait is not None and wait > max_wait:
+                return wait
             self.tat += interval
             return wait
 
@@ -175,7 +198,7 @@ class _LocalState:
             if self.rate is None:
                 span = now - self.win_start
                 current = self.win_count / span if self.win_start and span > 0.2 else 0.0
-                base = _configured() or max(self.observed, current, settings.MAILSERVICE_RELAY_RATE_FLOOR)
+                base = self.configured or max(self.observed, current, settings.MAILSERVICE_RELAY_RATE_FLOOR)
                 self.rate = self.target = base
             self.rate = max(settings.MAILSERVICE_RELAY_RATE_FLOOR, self.rate * DECREASE_FACTOR)
             self.decreased_at = self.grown_at = self.changed_at = now
@@ -183,7 +206,26 @@ class _LocalState:
             return self.rate
 
 
-_local = _LocalState()
+_local = _LocalState()  # the relay's
+_destinations: dict[str, _LocalState] = {}  # direct delivery's, by destination
+_destinations_lock = threading.Lock()
+
+
+def _state(destination: str) -> _LocalState:
+    """This process's state of `destination` (its configured rate refreshed: tests change the setting)."""
+    if destination == RELAY:
+        state = _local
+    else:
+        with _destinations_lock:
+            state = _destinations.setdefault(destination, _LocalState())
+    state.configured = _configured(destination)
+    return state
+
+
+def local_destinations() -> list[str]:
+    """The destinations this process has state for (the console's list without Redis)."""
+    with _destinations_lock:
+        return sorted(_destinations)
 
 
 @cache
@@ -209,62 +251,114 @@ def _shared() -> bool:
 
 def relay_permit() -> None:
     """Wait for the fleet's next permit to hand a message to the relay (returns at once while unlimited)."""
-    wait = None
+    permit(RELAY)
+
+
+def permit(destination: str, *, max_wait: float | None = None) -> float:
+    """Wait for the fleet's next permit to send to `destination` (at once while unlimited); returns 0.
+
+    With `max_wait`: a wait longer than that is neither taken nor slept; it is returned instead."""
+    state = _state(destination)
+    wait: float | None = None
     if _shared():
-        if not _configured():
-            with _local.lock:
-                if time.monotonic() < _local.unlimited_until:
-                    _local.unreported += 1
-                    return
-                counted, _local.unreported = _local.unreported + 1, 0
+        if not state.configured:
+            with state.lock:
+                if time.monotonic() < state.unlimited_until:
+                    state.unreported += 1
+                    return 0.0
+                counted, state.unreported = state.unreported + 1, 0
         else:
             counted = 1
         try:
-            args = [_configured(), settings.MAILSERVICE_RELAY_RATE_STEP, RECOVERED, counted]
-            answer = as_text(_scripts()[0](keys=[RATE_KEY], args=args))
+            longest = -1 if max_wait is None else max_wait
+            args = [state.configured, settings.MAILSERVICE_RELAY_RATE_STEP, RECOVERED, counted, longest]
+            answer = as_text(_scripts()[0](keys=[rate_key(destination)], args=args))
         except RedisError as exc:
-            logger.warning("relay rate: Redis unavailable, limiting in-process: %s", exc)
+            logger.warning("%s rate: Redis unavailable, limiting in-process: %s", destination or "relay", exc)
         else:
             if answer == UNLIMITED:
-                with _local.lock:
-                    _local.unlimited_until = time.monotonic() + UNLIMITED_RECHECK
-                return
+                with state.lock:
+                    state.unlimited_until = time.monotonic() + UNLIMITED_RECHECK
+                return 0.0
+            if answer.startswith("later:"):
+                return float(answer.removeprefix("later:"))
             wait = float(answer)
     if wait is None:
-        wait = _local.acquire(time.monotonic())
+        wait = state.acquire(time.monotonic(), max_wait)
+        if max_wait is not None and wait > max_wait:
+            return wait
     if wait > 0:
         time.sleep(wait)
+    return 0.0
 
 
 def is_slow_down(reply: Reply) -> bool:
-    """A relay answer that asks the whole fleet to send more slowly (RFC 3463 4.7.x: policy, throttling)."""
-    enhanced = reply.text.split(" ", 1)[0]
-    return reply.code == 421 or (reply.code in (451, 454) and enhanced.startswith("4.7."))
+    """An answer that asks the whole fleet to send more slowly (messaging/outbound/provider_rules.py)."""
+    return is_throttle(reply)
 
 
 def relay_slow_down(*, reply: str) -> None:
     """The relay asked to slow down: lower the fleet's rate (multiplicative decrease)."""
-    reason = f"the relay answered {reply[:200]} at {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    slow_down(RELAY, reply=reply)
+
+
+def slow_down(destination: str, *, reply: str) -> float:
+    """`destination` (the relay, RELAY) asked to slow down: lower the fleet's rate to it (multiplicative
+    decrease); returns the new rate."""
+    who = "the relay" if destination == RELAY else destination
+    reason = f"{who} answered {reply[:200]} at {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    state = _state(destination)
     if _shared():
-        with _local.lock:  # this process asks before its next message again, and counts what it sent unasked
-            unreported, _local.unreported, _local.unlimited_until = _local.unreported, 0, 0.0
+        with state.lock:  # this process asks before its next message again, and counts what it sent unasked
+            unreported, state.unreported, state.unlimited_until = state.unreported, 0, 0.0
         try:
             args = [
-                _configured(),
+                state.configured,
                 settings.MAILSERVICE_RELAY_RATE_FLOOR,
                 reason,
                 DECREASE_INTERVAL,
                 DECREASE_FACTOR,
                 unreported,
             ]
-            rate = float(_scripts()[1](keys=[RATE_KEY], args=args))
+            rate = float(_scripts()[1](keys=[rate_key(destination)], args=args))
         except RedisError as exc:
-            logger.warning("relay rate: Redis unavailable, slowing down in-process: %s", exc)
+            logger.warning("%s rate: Redis unavailable, slowing down in-process: %s", who, exc)
         else:
-            logger.warning("relay rate: slowing down to %.1f messages/s: %s", rate, reason)
-            return
-    rate = _local.slow_down(time.monotonic(), reason)
-    logger.warning("relay rate: slowing down to %.1f messages/s: %s", rate, reason)
+            logger.warning("%s rate: slowing down to %.1f messages/s: %s", who, rate, reason)
+            return rate
+    rate = state.slow_down(time.monotonic(), reason)
+    logger.warning("%s rate: slowing down to %.1f messages/s: %s", who, rate, reason)
+    return rate
+
+
+def take_slot(destination: str, cap: int, *, wait: float) -> str | None:
+    """One of the fleet's `cap` connections to `destination`, waiting at most `wait` seconds for one
+    to come free: a token for `give_back_slot`, or None."""
+    deadline = time.monotonic() + wait
+    if not _shared():
+        state = _state(destination)
+        with state.lock:
+            if state.slots is None:
+                state.slots = threading.BoundedSemaphore(cap)
+        return "local" if state.slots.acquire(timeout=max(0.0, wait)) else None
+    token, lifetime = uuid.uuid4().hex, settings.MAILSERVICE_DISPATCH_LEASE_SECONDS
+    while not _scripts()[2](keys=[connections_key(destination)], args=[cap, token, lifetime]):
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(CONNECTION_POLL)
+    return token
+
+
+def give_back_slot(destination: str, token: str) -> None:
+    if not _shared():
+        slots = _state(destination).slots
+        if slots is not None:
+            slots.release()
+        return
+    try:
+        shared_redis().zrem(connections_key(destination), token)
+    except RedisError as exc:  # the slot expires with its lifetime
+        logger.warning("%s connections: slot not given back: %s", destination or "relay", exc)
 
 
 @contextmanager
@@ -274,23 +368,12 @@ def relay_connection_slot() -> Iterator[None]:
     if not cap:
         yield
         return
-    if not _shared():
-        with _local.lock:
-            if _local.slots is None:
-                _local.slots = threading.BoundedSemaphore(cap)
-        with _local.slots:
-            yield
-        return
-    token, lifetime = uuid.uuid4().hex, settings.MAILSERVICE_DISPATCH_LEASE_SECONDS
-    while not _scripts()[2](keys=[CONNECTIONS_KEY], args=[cap, token, lifetime]):
-        time.sleep(CONNECTION_POLL)
+    token = take_slot(RELAY, cap, wait=float("inf"))
+    assert token is not None  # an endless wait ends with a slot
     try:
         yield
     finally:
-        try:
-            shared_redis().zrem(CONNECTIONS_KEY, token)
-        except RedisError as exc:  # the slot expires with its lifetime
-            logger.warning("relay connections: slot not given back: %s", exc)
+        give_back_slot(RELAY, token)
 
 
 def relay_rate_status() -> dict:
@@ -299,23 +382,32 @@ def relay_rate_status() -> dict:
     configured: MAILSERVICE_RELAY_RATE (None: unlimited); effective: the rate in force (None:
     unlimited); reason and changed_at: the last decrease or recovery; connections: the cap;
     connections_open: the slots held now (shared mode)."""
+    return rate_status(RELAY, cap=settings.MAILSERVICE_RELAY_CONNECTIONS)
+
+
+def rate_status(destination: str, *, cap: int | None) -> dict:
+    """`destination`'s limits as they stand (relay_rate_status's fields), and its stored details
+    (`details`: the rate hash's other fields, e.g. the MX hosts and the last error)."""
+    configured = _configured(destination) or None
     status: dict = {
-        "configured": settings.MAILSERVICE_RELAY_RATE,
-        "effective": settings.MAILSERVICE_RELAY_RATE,
+        "configured": configured,
+        "effective": configured,
         "reason": "",
         "changed_at": None,
-        "connections": settings.MAILSERVICE_RELAY_CONNECTIONS,
+        "connections": cap,
         "connections_open": None,
+        "details": {},
     }
     if _shared():
         try:
             client = shared_redis()
-            state = {as_text(key): as_text(value) for key, value in client.hgetall(RATE_KEY).items()}
+            state = {as_text(key): as_text(value) for key, value in client.hgetall(rate_key(destination)).items()}
             now = time.time()
-            status["connections_open"] = client.zcount(CONNECTIONS_KEY, now, "+inf")
+            status["connections_open"] = client.zcount(connections_key(destination), now, "+inf")
         except RedisError as exc:
-            logger.warning("relay rate: status unavailable: %s", exc)
+            logger.warning("%s rate: status unavailable: %s", destination or "relay", exc)
             return status
+        status["details"] = state
         rate = float(state["rate"]) if "rate" in state else None
         changed_at = float(state["changed_at"]) if "changed_at" in state else None
         _fill_status(
@@ -328,15 +420,16 @@ def relay_rate_status() -> dict:
             now=now,
         )
         return status
-    with _local.lock:
+    local = _state(destination)
+    with local.lock:
         now, offset = time.time(), time.time() - time.monotonic()  # the local state keeps monotonic times
         _fill_status(
             status,
-            rate=_local.rate,
-            grown_at=_local.grown_at + offset,
-            target=_local.target,
-            reason=_local.reason,
-            changed_at=None if _local.changed_at is None else _local.changed_at + offset,
+            rate=local.rate,
+            grown_at=local.grown_at + offset,
+            target=local.target,
+            reason=local.reason,
+            changed_at=None if local.changed_at is None else local.changed_at + offset,
             now=now,
         )
     return status

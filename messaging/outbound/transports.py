@@ -60,11 +60,14 @@ class Source:
 
 @dataclass(frozen=True)
 class NotSent:
-    """No transaction was begun (every source address of the pool is at its warm-up cap): the message
-    waits until `until` without using an attempt."""
+    """No transaction was begun: every source address of the pool is at its warm-up cap, or a
+    destination's limits held it back (its connection cap, its rate, its slow-down reply:
+    messaging/outbound/shaping.py). The message waits until `until` without using an attempt;
+    `throttle` (a receiver's slow-down reply) counts against its free retries."""
 
     why: str
     until: datetime
+    throttle: bool = False
 
 
 # RFC 3463's enhanced status code at the start of a reply's text (RFC 2034): "5.1.1 user unknown".
@@ -117,6 +120,7 @@ def merged_results(results: list[tuple[list[str], SendResult]]) -> SendResult:
         return results[0][1]
     last = results[-1][1]
     merged = SendResult(final=last.final, remote_host=last.remote_host)
+    merged.not_sent = next((result.not_sent for _, result in results if result.not_sent), None)
     for addresses, result in results:
         if result.delivered:
             merged.accepted += result.accepted
@@ -288,7 +292,9 @@ class SmtpConnection:
                 config.host, config.port, local_hostname=name, timeout=timeout, source_address=bind
             )
         try:
-            self.smtp.ehlo()
+            code, text = self.smtp.ehlo()
+            if code == 421:  # the server closes the channel at EHLO (RFC 5321 3.8), as a refused greeting does
+                raise smtplib.SMTPHeloError(code, text)
             if config.security == "starttls" or (
                 config.security == "starttls-optional" and self.smtp.has_extn("starttls")
             ):

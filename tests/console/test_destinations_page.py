@@ -1,0 +1,65 @@
+"""The console's Destinations page: each destination with its MX hosts, connections, rate in force and
+why, and last error (direct delivery), or the relay; the held recipient domains."""
+
+import html
+import re
+import time
+
+import pytest
+
+from messaging.outbound import relay_limits
+from messaging.outbound.shaping import DestinationGate
+from messaging.outbound.transports import Reply, SendResult
+
+pytestmark = pytest.mark.django_db
+
+PAGE = "/admin/domains/domain/destinations/"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_local_state(monkeypatch):
+    monkeypatch.setattr(relay_limits, "_local", relay_limits._LocalState())
+    monkeypatch.setattr(relay_limits, "_destinations", {})
+
+
+def row(page: str, name: str) -> str:
+    found = re.search(rf'<tr data-destination="{re.escape(name)}">(.*?)</tr>', page, re.S)
+    assert found, page
+    return html.unescape(re.sub(r"\s+", " ", found[1]))
+
+
+def test_a_throttled_destination_shows_its_hosts_lowered_rate_and_last_error(operator, settings):
+    settings.EMAIL_URL = "mx://"
+    settings.MAILSERVICE_MX_CONNECTIONS = 3
+    gate = DestinationGate()
+    for _ in range(30):  # traffic before the slow-down, so that halving it shows
+        relay_limits.permit("google.com")
+    time.sleep(0.3)
+    gate.note("google.com", ["aspmx.l.google.com", "alt1.aspmx.l.google.com"])
+    gate.note("calm.example", ["calm.example"])
+    gate.observe("google.com", SendResult(final=Reply(421, "4.7.28 unusual rate of mail from your IP")))
+
+    page = operator.get(PAGE).content.decode()
+
+    google = row(page, "google.com")
+    assert "aspmx.l.google.com, alt1.aspmx.l.google.com" in google
+    assert "/ 3" in google and "lowered because google.com answered 421 4.7.28" in google
+    assert "421 4.7.28 unusual rate of mail from your IP" in google
+    assert "unlimited" in row(page, "calm.example")
+    assert 'href="destinations/"' in operator.get("/admin/domains/domain/").content.decode()
+
+
+def test_in_relay_mode_the_relay_is_the_one_destination(operator, settings):
+    settings.EMAIL_URL = "smtp://relay.example:2525"
+
+    page = operator.get(PAGE).content.decode()
+
+    assert "through the relay relay.example:2525" in page
+    assert "unlimited" in row(page, "the relay")
+
+
+def test_a_staff_member_without_domain_access_is_refused(client, django_user_model):
+    user = django_user_model.objects.create_user("nobody", password="pw", is_staff=True)
+    client.force_login(user)
+
+    assert client.get(PAGE).status_code == 403
