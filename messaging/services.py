@@ -8,7 +8,6 @@ from django.utils import timezone
 from domains.models import Domain
 from domains.sending import global_paused, send_refusal, sending_paused_error
 from domains.services import allowance_consume
-from mailservice.doorbell import wake_dispatchers
 from mailservice.errors import ApiError, ErrorCode, PermissionDenied
 from mailservice.mailbox import InvalidAddress, parse_address
 from messaging import sql
@@ -193,21 +192,24 @@ def messages_store(*, domain: Domain, messages: list[Message]) -> list[Message]:
     global pause (503), then the allowance counted for every live message at once (429), then one
     INSERT of the messages and one of their events, in one transaction; dispatch starts on commit.
 
-    The workers' dispatch loops are woken once for the lot (a NOTIFY, delivered at commit) instead
-    of a task per message; a task per message is queued only where nothing listens (not on
-    PostgreSQL, or tasks run eagerly), as message_store does."""
+    On PostgreSQL the two INSERTs are one statement, which also wakes the workers' dispatch loops once
+    for the lot (a NOTIFY, delivered at commit) instead of a task per message; a task per message is
+    queued only where nothing listens (the ORM twin, or tasks run eagerly), as message_store does."""
     if global_paused():
         raise sending_paused_error()
     live = sum(not message.is_test for message in messages)
+    notifies = sql.available()
     with transaction.atomic():
         if live:
             allowance_consume(domain=domain, count=live)
-        Message.objects.bulk_create(messages)
-        MessageEvent.objects.bulk_create(
-            [MessageEvent(message=message, type=EventType.ACCEPTED) for message in messages]
-        )
-        wake_dispatchers()
-    if not sql.available() or settings.CELERY_TASK_ALWAYS_EAGER:
+        if notifies:
+            sql.messages_insert_in_one_statement(messages)
+        else:
+            Message.objects.bulk_create(messages)
+            MessageEvent.objects.bulk_create(
+                [MessageEvent(message=message, type=EventType.ACCEPTED) for message in messages]
+            )
+    if not notifies or settings.CELERY_TASK_ALWAYS_EAGER:
         transaction.on_commit(partial(_enqueue_each, [message.public_id for message in messages]))
     return messages
 

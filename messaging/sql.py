@@ -3,6 +3,8 @@ twin in a single round trip, and is named after the service it speeds up.
 
 - message_send_in_one_statement: POST /v1/send's pause check, allowance count and INSERTs
   (messaging.services.message_send; twin: _store_in_transaction).
+- messages_insert_in_one_statement: POST /v1/send/batch's INSERTs of the messages and their events
+  (messaging.services.messages_store; twin: two bulk_create).
 - dispatch_record_in_one_statement: a dispatch outcome's fenced UPDATE and event INSERTs
   (messaging.outbound.dispatch._record; twin: its transaction).
 - inbound_store_in_one_statement: received mail for every verified recipient domain
@@ -157,6 +159,51 @@ def _message_send_statement(*, limited: bool) -> str:
         "SELECT (SELECT paused FROM control), (SELECT id FROM message), "
         f"(SELECT pg_notify('{DISPATCH_CHANNEL}', '') FROM message)"
     )
+
+
+# --- messaging.services.messages_store --------------------------------------------------------------
+
+# PostgreSQL takes at most 65 535 parameters in one statement; a batch past that is split into
+# several statements (in the caller's transaction), which MAILSERVICE_BATCH_MAX's default never needs.
+_MAX_PARAMETERS = 65_535
+
+
+def messages_insert_in_one_statement(messages: list[Message]) -> None:
+    """messages_store's two bulk_create as one statement on PostgreSQL: the messages' multi-row INSERT and
+    their `accepted` events' INSERT in a data-modifying CTE, with NOTIFY for the dispatch loops (delivered
+    at commit). Parameters are bound on the server: Django's client-side quoting of a batch's values, and
+    the ORM's compilation of its INSERT, were 60 % of a batch of 100's time."""
+    fields = insert_fields(Message)
+    per_statement = (_MAX_PARAMETERS - len(_accepted_event_values())) // len(fields)
+    for start in range(0, len(messages), per_statement):
+        _messages_insert(messages[start : start + per_statement], fields)
+
+
+def _accepted_event_values() -> list[Any]:
+    event = MessageEvent(type=EventType.ACCEPTED)
+    return insert_values(event, insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS))
+
+
+def _messages_insert(messages: list[Message], fields: list[Field]) -> None:
+    quote = connection.ops.quote_name
+    row = f"({', '.join(['%s'] * len(fields))})"
+    event_columns = insert_columns(insert_fields(MessageEvent, exclude=_EVENT_OWN_COLUMNS))
+    # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
+    sql = (
+        f"WITH message AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(insert_columns(fields))}) "  # noqa: S608
+        f'VALUES {", ".join([row] * len(messages))} RETURNING "id", "public_id"), '
+        f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
+        f'("message_id", {", ".join(event_columns)}) SELECT message.id, {", ".join(["%s"] * len(event_columns))} '
+        "FROM message) "
+        f"SELECT id, public_id, (SELECT pg_notify('{DISPATCH_CHANNEL}', '')) FROM message"
+    )
+    params = [value for message in messages for value in insert_values(message, fields)]
+    with _binding_cursor() as cursor:
+        cursor.execute(sql, [*params, *_accepted_event_values()])
+        stored = {public_id: pk for pk, public_id, _ in cursor.fetchall()}
+    for message in messages:
+        message.pk = stored[message.public_id]
+        message._state.adding, message._state.db = False, connection.alias
 
 
 # --- messaging.outbound.dispatch._record --------------------------------------------------------------------

@@ -19,6 +19,7 @@ from tests.conftest import client_for
 from tests.factories import ApiKeyFactory, TemplateVersionFactory
 
 pytestmark = pytest.mark.django_db
+# Tests marked with `sql_path` run on both storing paths: the one statement (PostgreSQL) and its ORM twin.
 
 
 def batch(*items: dict[str, Any]) -> dict[str, Any]:
@@ -47,6 +48,7 @@ def today_count(domain: Domain) -> int:
 
 
 class TestAccepted:
+    @pytest.mark.usefixtures("sql_path")
     def test_the_ids_come_in_the_order_of_the_items_each_stored_accepted_with_its_event(self, api, domain):
         response = post(api, numbered(5))
 
@@ -61,6 +63,7 @@ class TestAccepted:
             (item["id"], EventType.ACCEPTED) for item in data
         )
 
+    @pytest.mark.usefixtures("sql_path")
     def test_inline_and_template_items_mix(self, api, domain):
         version = TemplateVersionFactory(template__domain=domain)
         template = {"id": version.template.slug, "variables": {"name": "Ada"}}
@@ -70,7 +73,7 @@ class TestAccepted:
         assert response.status_code == 200, response.json()
         ids = [item["id"] for item in response.json()["data"]]
         stored = Message.objects.in_bulk(ids, field_name="public_id")
-        assert [(stored[id].subject, stored[id].template_version) for id in ids] == [
+        assert [(stored[each].subject, stored[each].template_version) for each in ids] == [
             ("Hi", None),
             ("Hello Ada", version.number),
             ("Hello Ada", version.number),
@@ -162,6 +165,7 @@ class TestAllOrNothing:
         assert_api_error(post(api, numbered(3)), 400, "DomainNotVerified")
         assert not Message.objects.exists()
 
+    @pytest.mark.usefixtures("sql_path")
     @pytest.mark.parametrize("globally", [False, True], ids=["domain", "global"])
     def test_a_paused_domain_stores_nothing(self, api, domain, globally):
         sending_pause(domain=None if globally else domain, actor="ops")
@@ -171,6 +175,7 @@ class TestAllOrNothing:
         assert today_count(domain) == 0
 
 
+@pytest.mark.usefixtures("sql_path")
 class TestAllowance:
     @pytest.mark.parametrize(("sent_before", "status"), [(0, 200), (2, 200), (3, 429)])
     def test_the_allowance_must_hold_every_message(self, api, domain, sent_before, status):
@@ -221,6 +226,7 @@ class TestIdempotency:
         assert not IdempotencyKey.objects.exists()
 
 
+@pytest.mark.usefixtures("sql_path")
 class TestSandbox:
     def test_a_test_keys_batch_is_stored_as_test_messages_outside_the_allowance(
         self, test_api, domain, settings, tmp_path, django_capture_on_commit_callbacks
