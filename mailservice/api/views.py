@@ -166,7 +166,8 @@ def _respond_once(request: Request, *, key: str | None, send: Callable[[], dict[
 
 
 _BATCH_MESSAGES = {
-    _E.VALIDATION_ERROR: "messages.3.to.0: not a valid address",
+    _E.VALIDATION_ERROR: "messages.3.to.0: must be an address like name@example.com or Name <name@example.com> "
+    "(3 to 320 characters)",
     _E.TEMPLATE_NOT_FOUND: "messages.1.template.id: no template 'welcome' on this domain",
     _E.MISSING_TEMPLATE_VARIABLE: "messages.1.template.variables: no value for placeholder {{ name }}",
     _E.SENDER_NOT_ALLOWED: "messages.0.from: the sender must be on this key's domain (demo.example)",
