@@ -2,7 +2,8 @@
 
 uvicorn's event loop holds each connection and reads the whole request, headers and body, before
 anything else runs: a slow client costs a socket, not a thread. `BodyLimit` reads the body (at most
-DATA_UPLOAD_MAX_MEMORY_SIZE, past it 413 `RequestTooLarge`; a chunked body is handed on with its
+DATA_UPLOAD_MAX_MEMORY_SIZE, or MAILSERVICE_BATCH_MAX_BYTES for a batch of sends; past it 413
+`RequestTooLarge`; a chunked body is handed on with its
 length, which DRF needs), then Django runs as a WSGI application in a fixed pool of WEB_THREADS
 threads per process (a2wsgi). Django's own ASGI handler instead started a thread per request: a send
 cost 5.0–7.2 ms of CPU against 3.7 this way (bench/results/before-after-web-server.md), and each
@@ -13,6 +14,7 @@ PostgreSQL's max_connections. Here each pool thread keeps one, as a sync worker 
 import json
 import os
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from a2wsgi import WSGIMiddleware
@@ -29,8 +31,7 @@ django_application = WSGIMiddleware(
     workers=int(os.environ.get("WEB_THREADS", "8")),
 )
 
-from django.conf import settings  # noqa: E402 - needs the settings module chosen above
-
+from mailservice.api.middleware import max_body_bytes  # noqa: E402 - needs the settings module chosen above
 from mailservice.errors import ErrorCode  # noqa: E402
 
 Scope = dict[str, Any]
@@ -38,8 +39,10 @@ Message = dict[str, Any]
 
 
 class BodyLimit:
-    def __init__(self, app: Any, *, limit: int) -> None:
-        self.app, self.limit = app, limit
+    """Reads the whole body before the application runs, up to the limit `limit_of` gives for the request's path."""
+
+    def __init__(self, app: Any, *, limit_of: Callable[[str], int]) -> None:
+        self.app, self.limit_of = app, limit_of
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -47,6 +50,7 @@ class BodyLimit:
             return
         # Read until past the limit even when the declared length is already over it: a proxy in front
         # that is still sending the body would take an early answer and close as a failed upstream (502).
+        limit = self.limit_of(scope["path"])
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -55,8 +59,8 @@ class BodyLimit:
                 return
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
-            if size > self.limit:
-                await _too_large(send, self.limit)
+            if size > limit:
+                await _too_large(send, limit)
                 return
             if not message.get("more_body", False):
                 break
@@ -93,4 +97,4 @@ async def _too_large(send: Any, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-application = BodyLimit(django_application, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+application = BodyLimit(django_application, limit_of=max_body_bytes)

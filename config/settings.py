@@ -189,6 +189,10 @@ X_FRAME_OPTIONS = "DENY"
 # The largest request that meets every field limit, fully \u-escaped (12 bytes per
 # astral character), is about 3.9 MB; anything past 4 MiB gets 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
+# POST /v1/send/batch: how many messages one request may carry, and its own body limit (the 4 MiB
+# above is one send's). 40 MiB holds 100 messages at the largest inline bodies, or 500 at 80 KB each.
+MAILSERVICE_BATCH_MAX = env_int("MAILSERVICE_BATCH_MAX", 500)
+MAILSERVICE_BATCH_MAX_BYTES = env_int("MAILSERVICE_BATCH_MAX_BYTES", 40 * 1024 * 1024)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["mailservice.api.authentication.BearerKeyAuthentication"],

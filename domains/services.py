@@ -205,8 +205,8 @@ def allowance_day_open(*, domain: Domain, day: date) -> None:
     DailyUsage.objects.get_or_create(domain=domain, day=day)
 
 
-def allowance_consume(*, domain: Domain) -> None:
-    """Count one send against today's allowance, or raise 429 when it is used up.
+def allowance_consume(*, domain: Domain, count: int = 1) -> None:
+    """Count `count` sends (a batch's: all or none) against today's allowance, or raise 429 when they do not fit.
 
     A conditional UPDATE on the day's counter row, so concurrent sends cannot overshoot.
     Call inside the transaction that stores the message, so a rolled-back send costs nothing.
@@ -217,9 +217,9 @@ def allowance_consume(*, domain: Domain) -> None:
     now = timezone.now()
     counter = DailyUsage.objects.filter(domain=domain, day=now.date())
     if domain.daily_allowance is not None:
-        counter = counter.filter(sent_count__lt=domain.daily_allowance)
-    if counter.update(sent_count=F("sent_count") + 1) == 1:
+        counter = counter.filter(sent_count__lte=domain.daily_allowance - count)
+    if counter.update(sent_count=F("sent_count") + count) == 1:
         return
     allowance_day_open(domain=domain, day=now.date())
-    if counter.update(sent_count=F("sent_count") + 1) == 0:
+    if counter.update(sent_count=F("sent_count") + count) == 0:
         raise allowance_exhausted(domain=domain, now=now)

@@ -73,6 +73,12 @@ def send_accepted(*, domain: str, seconds: float, is_test: bool) -> None:
     ACCEPT_SECONDS.observe(seconds)
 
 
+def batch_accepted(*, domain: str, count: int, is_test: bool) -> None:
+    """An answered batch of sends: its live messages counted (the accept histogram times single sends only)."""
+    if not is_test:
+        MESSAGES.labels(status="accepted", domain=domain).inc(count)
+
+
 def dispatch_recorded(*, domain: str, status: str, accepted_at: datetime) -> None:
     """One dispatch attempt's recorded outcome: a retry, or the message's final status."""
     if status == "accepted":

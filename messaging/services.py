@@ -1,4 +1,5 @@
 from dataclasses import dataclass, field
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -7,11 +8,12 @@ from django.utils import timezone
 from domains.models import Domain
 from domains.sending import global_paused, send_refusal, sending_paused_error
 from domains.services import allowance_consume
-from mailservice.errors import ErrorCode, PermissionDenied
+from mailservice.errors import ApiError, ErrorCode, PermissionDenied
 from mailservice.mailbox import InvalidAddress, parse_address
 from messaging import sql
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.tasks import dispatch_enqueue
+from templates_app.models import TemplateVersion
 from templates_app.selectors import template_version_for_send
 from templates_app.services import Variables, template_render
 
@@ -54,17 +56,57 @@ def message_send(*, domain: Domain, request: SendRequest, is_test: bool = False)
     key's message (`is_test`) passes the same checks but does not count against the allowance;
     dispatch simulates its outcome instead of handing it to SMTP (messaging/outbound/sandbox.py).
     """
+    message = _message_of(domain=domain, request=request, is_test=is_test, versions=_TemplateVersions(domain))
+    send_permitted(domain=domain, from_address=request.from_address)
+    return message_store(domain=domain, message=message)
+
+
+def message_send_batch(*, domain: Domain, requests: list[SendRequest], is_test: bool = False) -> list[Message]:
+    """Store every message of a batch as `accepted`, or none: POST /v1/send/batch.
+
+    The checks are a single send's, in its order: each item's template and sender, in item order
+    (a refusal names the item: `messages.3.from: …`), then the domain's own (verified, paused)
+    once, then the global pause and the allowance, which must hold every live message of the batch.
+    The messages and their events are stored in one transaction, one INSERT each, and dispatch
+    starts at its commit, each message with its own events as a single send's."""
+    versions = _TemplateVersions(domain)
+    messages = []
+    for index, request in enumerate(requests):
+        try:
+            messages.append(_message_of(domain=domain, request=request, is_test=is_test, versions=versions))
+            _sender_check(domain=domain, from_address=request.from_address)
+        except ApiError as exc:
+            raise ApiError(f"messages.{index}.{exc.message}", code=exc.code, headers=exc.headers) from None
+    refusal = send_refusal(domain=domain)
+    if refusal is not None:
+        raise refusal
+    return messages_store(domain=domain, messages=messages)
+
+
+class _TemplateVersions:
+    """The published template versions a request's sends use, each looked up once per request."""
+
+    def __init__(self, domain: Domain) -> None:
+        self.domain = domain
+        self.found: dict[tuple[str, int | None], TemplateVersion] = {}
+
+    def get(self, reference: TemplateReference) -> TemplateVersion:
+        wanted = (reference.id, reference.version)
+        if wanted not in self.found:
+            self.found[wanted] = template_version_for_send(
+                domain=self.domain, reference=reference.id, version=reference.version
+            )
+        return self.found[wanted]
+
+
+def _message_of(*, domain: Domain, request: SendRequest, is_test: bool, versions: _TemplateVersions) -> Message:
+    """The unsaved `accepted` message a send request makes, its template rendered (400 when it cannot be)."""
     subject, text, html, version = request.subject, request.text, request.html, None
     if request.template is not None:
-        version = template_version_for_send(
-            domain=domain, reference=request.template.id, version=request.template.version
-        )
+        version = versions.get(request.template)
         rendered = template_render(version=version, variables=request.template.variables, subject=request.subject)
         subject, text, html = rendered.subject, rendered.text, rendered.html
-
-    send_permitted(domain=domain, from_address=request.from_address)
-
-    message = Message(
+    return Message(
         domain=domain,
         direction=Direction.SENT,
         status=Status.ACCEPTED,
@@ -81,7 +123,6 @@ def message_send(*, domain: Domain, request: SendRequest, is_test: bool = False)
         next_attempt_at=timezone.now(),
         is_test=is_test,
     )
-    return message_store(domain=domain, message=message)
 
 
 def send_permitted(*, domain: Domain, from_address: str) -> None:
@@ -90,13 +131,18 @@ def send_permitted(*, domain: Domain, from_address: str) -> None:
 
     `domain` is the one read with the key in this request; the global switch is checked by
     message_store, in the statement that stores the message."""
+    _sender_check(domain=domain, from_address=from_address)
+    refusal = send_refusal(domain=domain)
+    if refusal is not None:
+        raise refusal
+
+
+def _sender_check(*, domain: Domain, from_address: str) -> None:
+    """403 SenderNotAllowed unless the sender is on the key's domain."""
     if not _is_on_domain(from_address, domain):
         raise PermissionDenied(
             f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
         )
-    refusal = send_refusal(domain=domain)
-    if refusal is not None:
-        raise refusal
 
 
 def message_store(*, domain: Domain, message: Message) -> Message:
@@ -139,3 +185,35 @@ def _store_test(message: Message) -> None:
     with transaction.atomic():
         message.save(force_insert=True)
         MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
+
+
+def messages_store(*, domain: Domain, messages: list[Message]) -> list[Message]:
+    """Store unsaved `accepted` messages of `domain` with their `accepted` events, all or none: the
+    global pause (503), then the allowance counted for every live message at once (429), then one
+    INSERT of the messages and one of their events, in one transaction; dispatch starts on commit.
+
+    On PostgreSQL the two INSERTs are one statement, which also wakes the workers' dispatch loops once
+    for the lot (a NOTIFY, delivered at commit) instead of a task per message; a task per message is
+    queued only where nothing listens (the ORM twin, or tasks run eagerly), as message_store does."""
+    if global_paused():
+        raise sending_paused_error()
+    live = sum(not message.is_test for message in messages)
+    notifies = sql.available()
+    with transaction.atomic():
+        if live:
+            allowance_consume(domain=domain, count=live)
+        if notifies:
+            sql.messages_insert_in_one_statement(messages)
+        else:
+            Message.objects.bulk_create(messages)
+            MessageEvent.objects.bulk_create(
+                [MessageEvent(message=message, type=EventType.ACCEPTED) for message in messages]
+            )
+    if not notifies or settings.CELERY_TASK_ALWAYS_EAGER:
+        transaction.on_commit(partial(_enqueue_each, [message.public_id for message in messages]))
+    return messages
+
+
+def _enqueue_each(public_ids: list[str]) -> None:
+    for public_id in public_ids:
+        dispatch_enqueue(public_id=public_id)

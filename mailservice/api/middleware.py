@@ -22,6 +22,14 @@ logger = logging.getLogger(__name__)
 GetResponse = Callable[[HttpRequest], HttpResponse]
 
 
+BATCH_PATH = "/v1/send/batch"  # the one path with a body limit of its own (tests/api/test_send_batch.py checks the URL)
+
+
+def max_body_bytes(path: str) -> int:
+    """The largest request body accepted on `path`: a batch of sends has its own, every other request one send's."""
+    return settings.MAILSERVICE_BATCH_MAX_BYTES if path == BATCH_PATH else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
 def _is_console(request: HttpRequest) -> bool:
     return request.path.startswith(("/admin/", "/docs/"))
 
@@ -119,10 +127,9 @@ class RateLimitMiddleware:
                     "Send the body with a Content-Length header; chunked bodies are not read by this server",
                 )
             declared = request.META.get("CONTENT_LENGTH") or "0"
-            if declared.isdigit() and int(declared) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            limit = max_body_bytes(request.path)
+            if declared.isdigit() and int(declared) > limit:
                 return error_response(
-                    request,
-                    ErrorCode.REQUEST_TOO_LARGE,
-                    f"Request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes",
+                    request, ErrorCode.REQUEST_TOO_LARGE, f"Request body is larger than {limit} bytes"
                 )
         return self.get_response(request)

@@ -2,8 +2,10 @@
 
 from typing import Any
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.http import QueryDict
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from mailservice.api.fields import (
@@ -186,11 +188,61 @@ def _valid_inline_send_request(data: dict[str, Any]) -> SendRequest | None:
     )
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"$ref": "#/components/schemas/SendRequest"},
+        "minItems": 1,
+        "maxItems": settings.MAILSERVICE_BATCH_MAX,
+    }
+)
+class _SendRequestListField(serializers.ListField):
+    """The OpenAPI document's shape of a batch's items: each one POST /v1/send's body (parse_send_batch checks them)."""
+
+
+class SendBatchRequestSerializer(StrictSerializer):
+    """The OpenAPI document's shape of a POST /v1/send/batch body; parse_send_batch validates it."""
+
+    messages = _SendRequestListField()
+
+
+def parse_send_batch(data: Any) -> list[SendRequest]:
+    """Validate a /v1/send/batch body: `messages`, 1 to MAILSERVICE_BATCH_MAX items, each a valid /v1/send body.
+
+    The first invalid item is named, its own problems under its path (`messages.3.to.0: …`)."""
+    if isinstance(data, QueryDict) or not isinstance(data, dict):
+        raise ValidationFailed("The request body must be a JSON object")
+    problems = {name: "unknown field" for name in data if name != "messages"}
+    items = data.get("messages")
+    limit = settings.MAILSERVICE_BATCH_MAX
+    if not isinstance(items, list) or not items:
+        problems["messages"] = f"must be a list of 1 to {limit} messages"
+    elif len(items) > limit:
+        problems["messages"] = f"at most {limit} messages in one batch (got {len(items)})"
+    if problems or not isinstance(items, list):
+        raise serializers.ValidationError(problems)
+    requests = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise serializers.ValidationError({"messages": {str(index): "must be a JSON object"}})
+        try:
+            requests.append(parse_send_request(item))
+        except serializers.ValidationError as exc:
+            raise serializers.ValidationError({"messages": {str(index): exc.detail}}) from None
+    return requests
+
+
 class SendResponseSerializer(serializers.Serializer):
     """The OpenAPI document's shape of a send's answer; send_response builds it."""
 
     id = serializers.CharField(source="public_id", min_length=1)
     created_at = serializers.DateTimeField()
+
+
+class SendBatchResponseSerializer(serializers.Serializer):
+    """The OpenAPI document's shape of a batch's answer: each message's id, in the order of the request's items."""
+
+    data = SendResponseSerializer(many=True)  # type: ignore[assignment]  # the wire field `data` shadows Serializer.data
 
 
 _CREATED_AT = serializers.DateTimeField()  # keeps no state while formatting: one serves every answer

@@ -1,8 +1,10 @@
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpResponse
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -21,14 +23,18 @@ from rest_framework.views import APIView
 from mailservice import metrics
 from mailservice.api.authentication import api_key_of
 from mailservice.api.openapi import error_responses
+from mailservice.api.parsers import BatchJSONParser
 from mailservice.api.permissions import CanRead, CanSend
 from mailservice.api.serializers import (
     InlineSendRequestSerializer,
     MessageListSerializer,
     MessageSerializer,
+    SendBatchRequestSerializer,
+    SendBatchResponseSerializer,
     SendResponseSerializer,
     TemplateSendRequestSerializer,
     parse_list_query,
+    parse_send_batch,
     parse_send_request,
     send_response,
 )
@@ -37,7 +43,7 @@ from messaging.idempotency import HEADER as IDEMPOTENCY_HEADER
 from messaging.idempotency import idempotency_key_parse, idempotent_send, request_hash
 from messaging.models import Direction
 from messaging.selectors import message_attachment, message_get, message_list, message_raw
-from messaging.services import message_send
+from messaging.services import message_send, message_send_batch
 from messaging.wire import message_wire
 from webhooks.links import link_check
 
@@ -73,21 +79,38 @@ _MESSAGE_EXAMPLE = {
 }
 
 
+_IDEMPOTENCY_PARAMETER = OpenApiParameter(
+    IDEMPOTENCY_HEADER,
+    {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[ -~]+$"},
+    OpenApiParameter.HEADER,
+    description="Send at most once per key and domain within 24 hours: a retry with the same key "
+    "and body gets the first response again (with `Idempotent-Replayed: true`). A test key's keys "
+    "are apart from live keys': the same key used by both sends once in each",
+)
+# What a send can be refused with, a single one or a batch.
+_SEND_ERRORS = (
+    _E.VALIDATION_ERROR,
+    _E.INVALID_JSON,
+    _E.INVALID_CONTENT_TYPE,
+    _E.DOMAIN_NOT_VERIFIED,
+    _E.TEMPLATE_NOT_FOUND,
+    _E.MISSING_TEMPLATE_VARIABLE,
+    _E.SENDER_NOT_ALLOWED,
+    _E.REQUEST_TOO_LARGE,
+    _E.ALLOWANCE_EXHAUSTED,
+    _E.SENDING_PAUSED,
+    _E.IDEMPOTENCY_KEY_REUSED,
+    _E.IDEMPOTENCY_KEY_IN_FLIGHT,
+    *_ANY_OPERATION,
+)
+
+
 class SendView(APIView):
     permission_classes = [CanSend]
 
     @extend_schema(
         operation_id="send",
-        parameters=[
-            OpenApiParameter(
-                IDEMPOTENCY_HEADER,
-                {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[ -~]+$"},
-                OpenApiParameter.HEADER,
-                description="Send at most once per key and domain within 24 hours: a retry with the same key "
-                "and body gets the first response again (with `Idempotent-Replayed: true`). A test key's keys "
-                "are apart from live keys': the same key used by both sends once in each",
-            )
-        ],
+        parameters=[_IDEMPOTENCY_PARAMETER],
         request=PolymorphicProxySerializer(
             component_name="SendRequest",
             serializers=[InlineSendRequestSerializer, TemplateSendRequestSerializer],
@@ -112,21 +135,7 @@ class SendView(APIView):
                     )
                 ],
             ),
-            **error_responses(
-                _E.VALIDATION_ERROR,
-                _E.INVALID_JSON,
-                _E.INVALID_CONTENT_TYPE,
-                _E.DOMAIN_NOT_VERIFIED,
-                _E.TEMPLATE_NOT_FOUND,
-                _E.MISSING_TEMPLATE_VARIABLE,
-                _E.SENDER_NOT_ALLOWED,
-                _E.REQUEST_TOO_LARGE,
-                _E.ALLOWANCE_EXHAUSTED,
-                _E.SENDING_PAUSED,
-                _E.IDEMPOTENCY_KEY_REUSED,
-                _E.IDEMPOTENCY_KEY_IN_FLIGHT,
-                *_ANY_OPERATION,
-            ),
+            **error_responses(*_SEND_ERRORS),
         },
     )
     def post(self, request: Request) -> Response:
@@ -142,12 +151,88 @@ class SendView(APIView):
             logger.info("accepted", extra={"message_id": message.public_id, "domain": domain.name})
             return send_response(message)
 
-        if key is None:
-            return Response(send())
-        result = idempotent_send(
-            domain=domain, is_test=api_key.is_test, key=key, body_hash=request_hash(request.data), send=send
-        )
-        return Response(result.response, headers={"Idempotent-Replayed": "true"} if result.replayed else None)
+        return _respond_once(request, key=key, send=send)
+
+
+def _respond_once(request: Request, *, key: str | None, send: Callable[[], dict[str, Any]]) -> Response:
+    """The 200 of `send`, run at most once per Idempotency-Key (`key`) when the request carries one."""
+    if key is None:
+        return Response(send())
+    api_key = api_key_of(request)
+    result = idempotent_send(
+        domain=api_key.domain, is_test=api_key.is_test, key=key, body_hash=request_hash(request.data), send=send
+    )
+    return Response(result.response, headers={"Idempotent-Replayed": "true"} if result.replayed else None)
+
+
+_BATCH_MESSAGES = {
+    _E.VALIDATION_ERROR: "messages.3.to.0: must be an address like name@example.com or Name <name@example.com> "
+    "(3 to 320 characters)",
+    _E.TEMPLATE_NOT_FOUND: "messages.1.template.id: no template 'welcome' on this domain",
+    _E.MISSING_TEMPLATE_VARIABLE: "messages.1.template.variables: no value for placeholder {{ name }}",
+    _E.SENDER_NOT_ALLOWED: "messages.0.from: the sender must be on this key's domain (demo.example)",
+    _E.REQUEST_TOO_LARGE: f"Request body is larger than {settings.MAILSERVICE_BATCH_MAX_BYTES} bytes",
+}
+
+
+class SendBatchView(APIView):
+    """An addition to the spec's operations: many sends in one request, all or none."""
+
+    permission_classes = [CanSend]
+    parser_classes = [BatchJSONParser]
+
+    @extend_schema(
+        operation_id="sendBatch",
+        parameters=[_IDEMPOTENCY_PARAMETER],
+        request=SendBatchRequestSerializer,
+        summary="Send a batch of messages",
+        description=f"1 to {settings.MAILSERVICE_BATCH_MAX} messages (`MAILSERVICE_BATCH_MAX`), each exactly as "
+        "`POST /v1/send` takes it, inline or from a template; the body may be up to "
+        f"{settings.MAILSERVICE_BATCH_MAX_BYTES} bytes (`MAILSERVICE_BATCH_MAX_BYTES`). All or nothing: any refusal "
+        "is the one a single send would answer, naming the item (`messages.3.to.0: …`), and stores nothing; the "
+        "allowance must hold every message. A 200 lists each message's id in the order of the items; every one is "
+        "stored as `accepted` and will be dispatched exactly once, with its own events. An `Idempotency-Key` "
+        "covers the whole batch. An addition to the spec's operations.",
+        examples=[
+            OpenApiExample(
+                "Inline and template items",
+                value={"messages": [_INLINE_EXAMPLE, _TEMPLATE_EXAMPLE]},
+                request_only=True,
+            )
+        ],
+        responses={
+            200: OpenApiResponse(
+                SendBatchResponseSerializer,
+                description="Accepted, every message",
+                examples=[
+                    OpenApiExample(
+                        "Accepted",
+                        value={
+                            "data": [
+                                {"id": _MESSAGE_EXAMPLE["id"], "created_at": _MESSAGE_EXAMPLE["created_at"]},
+                                {"id": "msg_7Wd1pR5sNc3Hx8Qa", "created_at": "2026-11-23T13:45:12.346012Z"},
+                            ]
+                        },
+                        response_only=True,
+                    )
+                ],
+            ),
+            **error_responses(*_SEND_ERRORS, messages=_BATCH_MESSAGES),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        key = idempotency_key_parse(request.headers.get(IDEMPOTENCY_HEADER))
+        send_requests = parse_send_batch(request.data)
+        api_key = api_key_of(request)
+        domain = api_key.domain
+
+        def send() -> dict[str, Any]:
+            messages = message_send_batch(domain=domain, requests=send_requests, is_test=api_key.is_test)
+            metrics.batch_accepted(domain=domain.name, count=len(messages), is_test=api_key.is_test)
+            logger.info("accepted a batch", extra={"messages": len(messages), "domain": domain.name})
+            return {"data": [send_response(message) for message in messages]}
+
+        return _respond_once(request, key=key, send=send)
 
 
 class MessageListView(APIView):

@@ -64,6 +64,8 @@ def test_operations_carry_the_spec_names_and_bearer_security(document):
         # Additions for the links in `email.received` events (docs/webhooks.md).
         ("/v1/messages/{id}/raw", "get"): "getMessageRaw",
         ("/v1/messages/{id}/attachments/{index}", "get"): "getMessageAttachment",
+        # Many sends in one request (docs/api.md).
+        ("/v1/send/batch", "post"): "sendBatch",
     }
     assert document["components"]["securitySchemes"] == {
         "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A domain API key"}
@@ -75,6 +77,7 @@ def test_operations_carry_the_spec_names_and_bearer_security(document):
     ("path", "method", "statuses"),
     [
         ("/v1/send", "post", {"400", "401", "403", "409", "413", "429", "503"}),
+        ("/v1/send/batch", "post", {"400", "401", "403", "409", "413", "429", "503"}),
         ("/v1/messages", "get", {"400", "401", "403", "429", "503"}),
         ("/v1/messages/{id}", "get", {"400", "401", "403", "404", "429", "503"}),
     ],
@@ -129,11 +132,37 @@ def test_try_it_out_with_the_send_examples_succeeds_for_the_demo_domain(document
         assert response.status_code == 200, response.content
 
 
+@pytest.mark.django_db
+def test_the_batch_example_succeeds_for_the_demo_domain(document):
+    domain = DomainFactory(name="demo.example")
+    api_key = ApiKeyFactory(domain=domain)
+    TemplateVersionFactory(template=TemplateFactory(domain=domain, slug="welcome"))
+    examples = document["paths"]["/v1/send/batch"]["post"]["requestBody"]["content"]["application/json"]["examples"]
+    for example in examples.values():
+        response = Client().post(
+            "/v1/send/batch", example["value"], content_type="application/json", headers=bearer(api_key)
+        )
+        assert response.status_code == 200, response.content
+        assert len(response.json()["data"]) == len(example["value"]["messages"])
+
+
+def test_a_batch_is_a_list_of_send_requests(document):
+    body = document["paths"]["/v1/send/batch"]["post"]["requestBody"]
+    batch = _resolve(document, body["content"]["application/json"]["schema"])
+    assert batch["required"] == ["messages"]
+    assert batch["properties"]["messages"] == {
+        "type": "array",
+        "items": document["paths"]["/v1/send"]["post"]["requestBody"]["content"]["application/json"]["schema"],
+        "minItems": 1,
+        "maxItems": 500,
+    }
+
+
 def test_every_object_is_closed(document):
     objects = _objects(document["components"]) + _objects(document["paths"])
-    # ApiError, its detail, the two send variants, TemplateReference, 3 responses; then the webhooks
-    # section's 8 events and the 7 shapes they use.
-    assert len(objects) == 8 + 15
+    # ApiError, its detail, the two send variants, TemplateReference, 3 responses, the batch's request
+    # and response; then the webhooks section's 8 events and the 7 shapes they use.
+    assert len(objects) == 10 + 15
     assert all(schema.get("additionalProperties") is False for schema in objects), [
         sorted(schema["properties"]) for schema in objects if schema.get("additionalProperties") is not False
     ]

@@ -85,6 +85,9 @@ def test_a_failed_send_is_never_resent():
         lambda client: client.messages.get("m" * 257),
         lambda client: client.send(VALID, idempotency_key=""),
         lambda client: client.send(VALID, idempotency_key="k" * 257),
+        lambda client: client.send_batch([]),
+        lambda client: client.send_batch([VALID] * 501),
+        lambda client: client.send_batch([VALID, {**VALID, "to": "not-an-address"}]),
     ],
     ids=[
         "bad-send",
@@ -97,6 +100,9 @@ def test_a_failed_send_is_never_resent():
         "id-257",
         "key-empty",
         "key-257",
+        "batch-empty",
+        "batch-501",
+        "batch-bad-item",
     ],
 )
 def test_invalid_input_fails_locally_before_any_request(call):
@@ -183,3 +189,9 @@ def test_rate_limit_errors_carry_retry_after(header, expected):
     headers = {"Retry-After": header} if header else {}
     error = error_from_response(429, headers, b'{"error": {"code": "RateLimited", "message": "m", "request_id": "r"}}')
     assert isinstance(error, RateLimitError) and error.retry_after == expected
+
+
+def test_a_bad_batch_item_is_named_before_any_request():
+    with pytest.raises(ValidationError) as raised:
+        MailService("key", "http://127.0.0.1:9").send_batch([VALID, VALID, {**VALID, "to": "not-an-address"}])
+    assert raised.value.field == "messages.2.to"

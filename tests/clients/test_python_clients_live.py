@@ -245,3 +245,22 @@ def test_idempotent_sends_through_the_python_clients(base_url, key):
     once = resend.Emails.send(params, {"idempotency_key": "py-resend-1"})
     assert resend.Emails.send(params, {"idempotency_key": "py-resend-1"}) == once
     assert Message.objects.filter(domain__name=DOMAIN).count() == 2
+
+
+def test_the_native_clients_send_a_batch_in_order_and_name_a_bad_item(base_url, key):
+    batch = [{"from": FROM, "to": TO, "subject": f"b{i}", "text": "x"} for i in range(3)]
+    with MailService(api_key=key, base_url=base_url) as client:
+        sent = client.send_batch(batch, idempotency_key="py-batch-1")
+        assert client.send_batch(batch, idempotency_key="py-batch-1") == sent
+        with pytest.raises(MailServiceError) as refused:
+            client.send_batch([*batch, {**batch[0], "from": "eve@elsewhere.example"}])
+
+    async def send_async() -> list[str]:
+        async with AsyncMailService(api_key=key, base_url=base_url) as client:
+            return [result["id"] for result in await client.send_batch(batch[:2])]
+
+    ids = [result["id"] for result in sent] + asyncio.run(send_async())
+    subjects = dict(Message.objects.filter(public_id__in=ids).values_list("public_id", "subject"))
+    assert [subjects[each] for each in ids] == ["b0", "b1", "b2", "b0", "b1"]
+    assert (refused.value.code, refused.value.status) == ("SenderNotAllowed", 403)
+    assert refused.value.message.startswith("messages.3.from: ")

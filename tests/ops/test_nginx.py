@@ -94,6 +94,12 @@ def test_the_api_works_through_nginx_and_the_rate_limit_sees_the_real_client(tmp
                 headers={**headers, "Content-Type": "application/json"},
                 content=b" " * (4 * 1024 * 1024 + 10),
             )
+            # Past one send's limit, within a batch's: nginx hands it on, and the app reads it (blank: not JSON).
+            batch = client.post(
+                "/v1/send/batch",
+                headers={**headers, "Content-Type": "application/json"},
+                content=b" " * (6 * 1024 * 1024),
+            )
         plain = httpx.get(f"http://127.0.0.1:{http_port}/v1/messages", timeout=10)
         direct = httpx.get(f"http://127.0.0.1:{web_port}/healthz", timeout=10)
 
@@ -107,6 +113,7 @@ def test_the_api_works_through_nginx_and_the_rate_limit_sees_the_real_client(tmp
     assert sent.status_code == 200, sent.text
     assert [item["id"] for item in listed.json()["data"]] == [sent.json()["id"]]
     assert too_large.status_code == 413 and too_large.json()["error"]["code"] == "RequestTooLarge"
+    assert batch.status_code == 400 and batch.json()["error"]["code"] == "InvalidJson"
     assert plain.status_code == 308 and plain.headers["location"].startswith("https://")
     # Without the proxy's X-Forwarded-Proto the request is plain HTTP: SECURE_SSL_REDIRECT sends it away.
     assert direct.status_code == 301

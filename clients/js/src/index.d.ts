@@ -78,6 +78,11 @@ export class MailService {
    * 24 hours returns the first answer instead of sending again.
    */
   send(params: SendParams, options?: SendOptions): Promise<SendResult>;
+  /**
+   * 1 to 500 sends in one request, all or none; resolves to each one's result in the order given.
+   * A refused item is named (`messages.3.to`); `idempotencyKey` covers the whole batch.
+   */
+  sendBatch(messages: SendParams[], options?: SendOptions): Promise<SendResult[]>;
 }
 
 export interface SendOptions {

@@ -32,3 +32,16 @@ test("the Resend-style client takes resend's idempotencyKey option", { skip: !li
   assert.equal(again.data.id, first.data.id);
   assert.equal(again.headers["idempotent-replayed"], "true");
 });
+
+test("the native client's sendBatch sends in order, once per idempotencyKey, naming a refused item", { skip: !live }, async () => {
+  const client = new MailService({ apiKey: env.LIVE_KEY, baseUrl: env.LIVE_BASE_URL });
+  const batch = [0, 1, 2].map((n) => ({ from: `app@${env.LIVE_DOMAIN}`, to: "a@example.org", subject: `b${n}`, text: "x" }));
+  const first = await client.sendBatch(batch, { idempotencyKey: "js-batch-1" });
+  const again = await client.sendBatch(batch, { idempotencyKey: "js-batch-1" });
+  assert.equal(first.length, 3);
+  assert.deepEqual(again, first);
+  await assert.rejects(
+    client.sendBatch([...batch, { ...batch[0], from: "eve@elsewhere.example" }]),
+    (error) => error.code === "SenderNotAllowed" && error.status === 403 && error.message.startsWith("messages.3.from: "),
+  );
+});

@@ -71,6 +71,9 @@ test("invalid input fails locally before any request", async () => {
     () => new Resend("key", { baseUrl }).emails.send(VALID, { headers: { "X-Tag": "k" } }),
     () => new Resend("key", { baseUrl }).emails.send(VALID, { idempotencyKey: "" }),
     () => client.send(VALID, { idempotencyKey: "k".repeat(257) }),
+    () => client.sendBatch([]),
+    () => client.sendBatch(Array(501).fill(VALID)),
+    () => client.sendBatch([VALID, { ...VALID, to: "not-an-address" }]),
     () => new ServerClient("key", { baseUrl }).sendEmail({ From: VALID.from, To: VALID.to, TextBody: "x" }, () => {}),
     () => new SESv2Client({ endpoint: baseUrl, apiKey: "key" }).send({ input: {} }),
     () => new SESv2Client({ endpoint: baseUrl, apiKey: "key" }).send(new SendEmailCommand({ EmailTags: [] })),
@@ -82,6 +85,15 @@ test("invalid input fails locally before any request", async () => {
   await assert.rejects(sgMail.send(VALID, false, () => {}), ValidationError);
   class Mail {}
   await assert.rejects(sgMail.send(new Mail()), /helper objects are not supported/);
+  assert.equal(connections, 0);
+});
+
+test("a refused batch item is named before any request", async () => {
+  const client = new MailService({ apiKey: "key", baseUrl });
+  await assert.rejects(client.sendBatch([VALID, VALID, { ...VALID, to: "not-an-address" }]), (error) => {
+    assert.equal(error.field, "messages.2.to");
+    return error instanceof ValidationError;
+  });
   assert.equal(connections, 0);
 });
 
