@@ -1,6 +1,7 @@
 """Messages (read-only, fast over millions of rows), suppressions and source addresses in the console."""
 
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 from django import forms
@@ -330,6 +331,7 @@ def _destination_row(status: dict) -> dict:
     return {
         "name": status["name"],
         "mx_hosts": ", ".join(status["mx_hosts"]) or "—",
+        "tls_policy": status.get("tls_policy") or "—",
         "connections": f"{in_use} / {cap}",
         "rate": rate,
         "last_error": status["last_error"] or "—",
@@ -370,7 +372,13 @@ class DomainMailAdmin(DomainAdmin):
         rows = [_destination_row(status) for status in overview.destinations]
         if not overview.direct:
             rows = [_destination_row({**overview.relay, "name": "the relay", "mx_hosts": [], "last_error": ""})]
-        context = {**self.admin_site.each_context(request), "title": "Destinations", "overview": overview, "rows": rows}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Destinations",
+            "overview": overview,
+            "rows": rows,
+            "sources": _source_rows() if overview.direct else [],
+        }
         return TemplateResponse(request, "admin/messaging/destinations.html", context)
 
     @admin.display(description=f"Bounces ({settings.MAILSERVICE_RATE_WINDOW_DAYS} d)")
@@ -425,6 +433,33 @@ admin.site.unregister(Domain)
 admin.site.register(Domain, DomainMailAdmin)
 
 
+def _warmup_text(row: SourceAddress, day: date) -> str:
+    cap = warmup_cap(row, day)
+    if cap is None:
+        return "warm"
+    if row.warmup_started is None:
+        return f"starts at its first send ({cap} per destination on day 1)"
+    return f"day {max(0, (day - row.warmup_started).days) + 1}: {cap} per destination"
+
+
+def _source_rows() -> list[dict]:
+    """The Destinations page's table of source addresses: pools, HELO, warm-up day and today's count."""
+    rows = source_address_rows(configured_addresses())
+    counts = counts_today(row.address for row in rows)
+    pools = list(SourcePool.objects.all())
+    day = today()
+    return [
+        {
+            "address": row.address,
+            "pools": ", ".join(pool.name for pool in pools if row.address in pool.addresses) or "all (no pool)",
+            "helo": source_of(row).helo,
+            "warmup": _warmup_text(row, day),
+            "today": counts[row.address],
+        }
+        for row in rows
+    ]
+
+
 class SourceAddressChangeList(ChangeList):
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
@@ -467,13 +502,7 @@ class SourceAddressAdmin(ConsoleModelAdmin):
 
     @admin.display(description="Warm-up")
     def warmup(self, row: SourceAddress) -> str:
-        day = today()
-        cap = warmup_cap(row, day)
-        if cap is None:
-            return "warm"
-        if row.warmup_started is None:
-            return f"starts at its first send ({cap} per destination on day 1)"
-        return f"day {max(0, (day - row.warmup_started).days) + 1}: {cap} per destination"
+        return _warmup_text(row, today())
 
     @admin.display(description="Sent today")
     def today(self, row: SourceAddress) -> int:

@@ -251,7 +251,9 @@ class MxConnection:
         rows = self._pools[pool]
         if not rows:
             raise _PoolFull(f"the pool {pool.name} has no address in MAILSERVICE_SOURCE_ADDRESSES")
-        chosen = {domain: choose_source(rows, domain, past_cap=envelope.follows) for domain in domains}
+        chosen = {
+            domain: choose_source(rows, self._destination(domain), past_cap=envelope.follows) for domain in domains
+        }
         if all(row is None for row in chosen.values()):
             raise _PoolFull(f"every address of pool {pool.name} is at its warm-up cap for {', '.join(domains)}")
         return {domain: source_of(row or _past_cap(rows, domain)) for domain, row in chosen.items()}
@@ -263,7 +265,9 @@ class MxConnection:
             destination, hosts = self._route(domain)
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
-        self.gate.note(destination, hosts)
+        if destination not in self.gate.noted:  # the policy is read from the cache once per batch and destination
+            policy = mx_tls.destination_tls_policy(domain=a_label(domain))
+            self.gate.note(destination, hosts, tls_policy=f"{policy} ({domain})")
         if (refusal := self.gate.admit(destination, follows=envelope.follows)) is not None:
             return _not_sent(refusal)
         try:
@@ -279,6 +283,13 @@ class MxConnection:
             self._drop(session)
             result = SendResult(final=Reply(451, f"4.4.2 the session with {session} failed: {_brief(exc)}"))
         return self.gate.observe(destination, result)
+
+    def _destination(self, domain: str) -> str:
+        """The destination whose warm-up caps a domain's mail counts against (the domain, should its route fail)."""
+        try:
+            return self._route(domain)[0]
+        except Undeliverable:
+            return domain
 
     def _route(self, domain: str) -> tuple[str, list[str]]:
         """(destination, hosts) of a recipient domain, looked up once per batch."""

@@ -79,6 +79,7 @@ class _Details:
     """What the console shows besides the rate, kept in-process without Redis."""
 
     mx_hosts: str = ""
+    tls_policy: str = ""
     last_error: str = ""
     last_error_at: float = 0.0
     used_at: float = 0.0
@@ -114,11 +115,12 @@ class DestinationGate:
 
     noted: set[str] = field(default_factory=set)
 
-    def note(self, destination: str, hosts: list[str]) -> None:
-        """The destination is used by this batch: record its MX hosts once."""
+    def note(self, destination: str, hosts: list[str], *, tls_policy: str = "") -> None:
+        """The destination is used by this batch: record its MX hosts and the TLS policy of the recipient
+        domain that used it first (as last found: mx_tls.destination_tls_policy) once."""
         if destination not in self.noted:
             self.noted.add(destination)
-            _remember(destination, mx_hosts=" ".join(hosts))
+            _remember(destination, mx_hosts=" ".join(hosts), tls_policy=tls_policy)
 
     def admit(self, destination: str, *, follows: bool = False) -> NotSent | None:
         """A permit of the destination's rate (slept for up to RATE_WAIT), or why the recipients go back.
@@ -169,6 +171,7 @@ def _stored(destination: str) -> dict:
         details = _local.get(destination, _Details())
     return {
         "mx_hosts": details.mx_hosts,
+        "tls_policy": details.tls_policy,
         "last_error": details.last_error,
         "last_error_at": str(details.last_error_at) if details.last_error_at else "",
     }
@@ -189,7 +192,7 @@ def _destination_names() -> list[str]:
 
 
 def destination_status(destination: str) -> dict:
-    """One destination as the console shows it: relay_limits.rate_status's fields, `mx_hosts` (list),
+    """One destination as the console shows it: relay_limits.rate_status's fields, `mx_hosts` (list), `tls_policy`,
     `last_error` and `last_error_at` (datetime or None)."""
     status = rate_status(destination, cap=settings.MAILSERVICE_MX_CONNECTIONS)
     details = status.pop("details") or _stored(destination)
@@ -197,6 +200,7 @@ def destination_status(destination: str) -> dict:
     status.update(
         name=destination,
         mx_hosts=details.get("mx_hosts", "").split(),
+        tls_policy=details.get("tls_policy", ""),
         last_error=details.get("last_error", ""),
         last_error_at=datetime.fromtimestamp(error_at, UTC) if error_at else None,
     )

@@ -63,3 +63,23 @@ def test_a_staff_member_without_domain_access_is_refused(client, django_user_mod
     client.force_login(user)
 
     assert client.get(PAGE).status_code == 403
+
+
+def test_direct_delivery_shows_each_destination_s_tls_policy_and_the_source_addresses(operator, settings):
+    settings.EMAIL_URL = "mx://"
+    settings.MAILSERVICE_SOURCE_ADDRESSES = {"192.0.2.25": "mta1.sender.test", "192.0.2.26": ""}
+    settings.MAILSERVICE_HELO_NAME = "out.sender.test"
+    settings.MAILSERVICE_WARMUP = 50
+    DestinationGate().note("google.com", ["aspmx.l.google.com"], tls_policy="MTA-STS enforce (gmail.com)")
+
+    page = operator.get(PAGE).content.decode()
+
+    assert "MTA-STS enforce (gmail.com)" in row(page, "google.com")
+    sources = {
+        address: html.unescape(re.sub(r"\s+", " ", cells))
+        for address, cells in re.findall(r'<tr data-address="([^"]+)">(.*?)</tr>', page, re.S)
+    }
+    assert set(sources) == {"192.0.2.25", "192.0.2.26"}
+    assert "mta1.sender.test" in sources["192.0.2.25"] and "out.sender.test" in sources["192.0.2.26"]
+    assert "starts at its first send (50 per destination on day 1)" in sources["192.0.2.25"]
+    assert "all (no pool)" in sources["192.0.2.25"]

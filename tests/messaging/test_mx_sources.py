@@ -121,13 +121,19 @@ def test_warmup_overflow_leaves_from_the_pools_warm_address(receiver, pooled, se
 
 
 def test_warmup_caps_count_per_destination(zone, receiver, pooled, settings):
+    """Per destination as shaping rolls it up: a domain served by another provider's MX has a cap of its own,
+    one served by the same provider's MX hosts shares it."""
     settings.MAILSERVICE_WARMUP = 1
-    zone.publish_mx("other.test", "mx.example.test", 10)
+    zone.publish_mx("other.test", "mx.other.test", 10)
+    zone.publish_address("mx.other.test", "127.0.0.2")
+    zone.publish_mx("hosted.test", "mx2.example.test", 10)
+    zone.publish_address("mx2.example.test", "127.0.0.2")
     domain = pooled("127.0.0.5")
 
-    sent = [dispatched(domain, f"bob@{name}").status for name in ("example.test", "other.test", "example.test")]
+    recipients = ("example.test", "other.test", "example.test", "hosted.test")
+    sent = [dispatched(domain, f"bob@{name}").status for name in recipients]
 
-    assert sent == [Status.DELIVERED, Status.DELIVERED, Status.ACCEPTED]
+    assert sent == [Status.DELIVERED, Status.DELIVERED, Status.ACCEPTED, Status.ACCEPTED]
 
 
 def test_a_pool_of_warming_addresses_at_their_cap_holds_the_message_without_an_attempt(receiver, pooled, settings):
