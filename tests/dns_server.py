@@ -10,7 +10,6 @@ from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
 
 from tests.harness import free_port
 
-
 # CNAME records a reply follows, as a recursive resolver's answer carries the chain; a loop stops here.
 MAX_CNAME_HOPS = 20
 

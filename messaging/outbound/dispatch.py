@@ -21,11 +21,14 @@ results `_classify` turns into a `SendOutcome`: a final status, or a retry.
 """
 
 import logging
+import queue
 import random
 import smtplib
+import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack, suppress
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Self
@@ -47,7 +50,15 @@ from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_addr
 from messaging.outbound.relay_limits import as_text, is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.sandbox import sandbox_outcome
 from messaging.outbound.submitted import submitted_rendering
-from messaging.outbound.transports import Connection, Envelope, Reply, SendResult, merged_results, transport
+from messaging.outbound.transports import (
+    Connection,
+    Envelope,
+    Reply,
+    SendResult,
+    is_direct_delivery,
+    merged_results,
+    transport,
+)
 from messaging.suppressions import active_suppressions
 
 logger = logging.getLogger(__name__)
@@ -308,6 +319,18 @@ class LeaseSet:
             self.renew_if_stale()
         return self.holds(message)
 
+    def fresh(self, message: Message) -> bool:
+        """Whether `message` is still ours by a check another thread made at most two check intervals ago:
+        a lane's test before SMTP, while the batch's thread renews (`_send_in_lanes`). The held list is
+        replaced, never changed in place, so reading it from a lane is safe."""
+        return self.holds(message) and time.monotonic() - self.lease.checked_at < 2 * LEASE_CHECK_SECONDS
+
+    def release(self, messages: list[Message]) -> None:
+        """Give back these messages, if still held, without using up their attempt."""
+        ids = {message.pk for message in messages}
+        _release([held for held in self._held if held.pk in ids], self.lease)
+        self._held = [held for held in self._held if held.pk not in ids]
+
     def settle(self, message: Message) -> None:
         """The message's outcome is recorded (or refused, the lease lost): it is no longer renewed or released."""
         self._held = [held for held in self._held if held.pk != message.pk]
@@ -348,6 +371,7 @@ class _Batch:
     suppressed: set[tuple[int, str]]
     signing_keys: dict[int, SigningKey]
     holds: BatchHolds
+    in_lane: bool = False  # sent in a lane: the batch's thread renews the leases (`_send_in_lanes`)
 
     @classmethod
     def read(cls, messages: list[Message], leases: LeaseSet, relay: LazyRelay) -> Self:
@@ -362,7 +386,7 @@ class _Batch:
     def cleared(self, message: Message) -> bool:
         """A permit from the relay's rate (it may wait), then the lease check, right before SMTP."""
         relay_permit()
-        return self.leases.confirm(message)
+        return self.leases.fresh(message) if self.in_lane else self.leases.confirm(message)
 
 
 def _not_sent(message: Message, *, retry_at: datetime, why: str, slow_down: bool = False) -> SendOutcome:
@@ -623,6 +647,8 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
     recipients got it, `PartlySent`, the message is recorded as it stands). So is the rest of a batch
     the relay asked to slow down in; `on_slow_down` is then called to have it picked up again.
     """
+    if is_direct_delivery(settings.EMAIL_URL):
+        return _send_in_lanes(messages, LeaseSet(messages, lease), on_slow_down=on_slow_down)
     leases, recorded, in_flight = LeaseSet(messages, lease), 0, messages[0]
     try:
         with LazyRelay() as relay:
@@ -643,6 +669,172 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
         leases.settle(in_flight)
         leases.release_rest()
     return recorded
+
+
+# --- direct delivery: a lane per destination ----------------------------------------------------------
+
+# A lane sending this long marks its destinations slow: until it ends, later batches put their
+# messages for them back (no attempt used) instead of holding a thread of theirs too, and a batch
+# whose lanes run this long leaves the rest to a thread of its own.
+SLOW_LANE_SECONDS = 2.0
+SLOW_RETRY_SECONDS = 10.0  # when a message put back for a slow destination is due again
+# A batch's thread leaves its lanes to a thread of their own once none has reported for this long
+# (a healthy destination answers in milliseconds), at most SLOW_LANE_THREADS such threads a process
+# (each holds a database connection): beyond that the batch's thread waits for its lanes itself.
+LANE_QUIET_SECONDS = 0.5
+SLOW_LANE_THREADS = 8
+_slow_lane_threads = threading.BoundedSemaphore(SLOW_LANE_THREADS)
+
+
+def _destinations(message: Message) -> frozenset[str]:
+    return frozenset(address.rpartition("@")[2].lower() for address in _wire_addresses(message))
+
+
+class _Lanes:
+    """The destinations this process is sending to, with when each lane began (for `slow`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[int, tuple[frozenset[str], float]] = {}
+
+    @contextmanager
+    def running(self, destinations: frozenset[str]) -> Iterator[None]:
+        token = object()
+        with self._lock:
+            self._running[id(token)] = (destinations, time.monotonic())
+        try:
+            yield
+        finally:
+            with self._lock:
+                del self._running[id(token)]
+
+    def slow(self, destinations: frozenset[str]) -> str:
+        """A destination of these with a lane running for SLOW_LANE_SECONDS or more; "" when none has one."""
+        now = time.monotonic()
+        with self._lock:
+            for running, began in self._running.values():
+                if now - began >= SLOW_LANE_SECONDS and (slow := running & destinations):
+                    return min(slow)
+        return ""
+
+
+_lanes = _Lanes()
+
+
+@dataclass
+class _LaneReport:
+    """What a lane hands the batch's thread: a message's outcome (None: no longer ours), or messages it
+    did not try (to give back)."""
+
+    message: Message | None = None
+    outcome: SendOutcome | None = None
+    untried: list[Message] = field(default_factory=list)
+
+
+def _run_lane(destinations: frozenset[str], messages: list[Message], batch: _Batch, reports: queue.Queue) -> None:
+    """Send one destination's messages of the batch over a connection of the lane's own, reporting each
+    outcome as it comes; the database is left to the batch's thread."""
+    try:
+        with _lanes.running(destinations), LazyRelay() as relay:
+            lane = replace(batch, relay=relay, in_lane=True)
+            for number, message in enumerate(messages):
+                try:
+                    outcome = _send_one(message, lane) if lane.leases.fresh(message) else None
+                except (OSError, smtplib.SMTPException, PartlySent) as exc:
+                    outcome = _connection_failed(message, exc)
+                    reports.put(_LaneReport(message, outcome, untried=messages[number + 1 :]))
+                    return
+                except Exception:  # as a batch that fails: this message goes back once its lease ends
+                    logger.exception("dispatch: a lane failed; %s goes back once its lease ends", message.public_id)
+                    reports.put(_LaneReport(message, None, untried=messages[number + 1 :]))
+                    return
+                untried = messages[number + 1 :] if outcome is not None and outcome.slow_down else []
+                reports.put(_LaneReport(message, outcome, untried))
+                if untried:
+                    return
+    finally:
+        connection.close()  # a lane never queries; should it have, its connection is not left open
+
+
+def _send_in_lanes(messages: list[Message], leases: LeaseSet, *, on_slow_down: Callable[[], None] | None) -> int:
+    """Direct delivery: each destination's messages in a lane (thread) of its own, at most
+    MAILSERVICE_MX_PARALLEL_DESTINATIONS at once, so a slow destination delays only its own messages.
+    This thread renews the leases meanwhile and records each outcome as it comes; once the lanes go
+    quiet (LANE_QUIET_SECONDS) it leaves those still running to a thread of their own and returns."""
+    batch = _Batch.read(messages, leases, LazyRelay())
+    by_destination: dict[frozenset[str], list[Message]] = {}
+    recorded = 0
+    for message in messages:
+        destinations = _destinations(message)
+        if slow := _lanes.slow(destinations):
+            why = f"{slow} is slow: a lane of this worker has been sending to it for over {SLOW_LANE_SECONDS:g} s"
+            retry_at = timezone.now() + timedelta(seconds=SLOW_RETRY_SECONDS)
+            recorded += _record_attempt(message, _not_sent(message, retry_at=retry_at, why=why))
+            leases.settle(message)
+        else:
+            by_destination.setdefault(destinations, []).append(message)
+    if not by_destination:
+        return recorded
+    reports: queue.Queue[_LaneReport] = queue.Queue()
+    workers = min(len(by_destination), max(1, settings.MAILSERVICE_MX_PARALLEL_DESTINATIONS))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dispatch-lane")
+    for destinations, lane in by_destination.items():
+        pool.submit(_run_lane, destinations, lane, batch, reports)
+    pool.shutdown(wait=False)  # its threads end with their lanes
+    pending = sum(len(lane) for lane in by_destination.values())
+    collect = _LaneCollector(leases, reports, pending, on_slow_down)
+    recorded += collect.until(quiet=LANE_QUIET_SECONDS)
+    if collect.pending and _slow_lane_threads.acquire(blocking=False):
+        threading.Thread(target=collect.rest, name="dispatch-slow-lanes", daemon=True).start()
+    elif collect.pending:
+        recorded += collect.until(quiet=None)
+    return recorded
+
+
+@dataclass
+class _LaneCollector:
+    """Records the lanes' outcomes and renews the leases of the messages they have not reported yet."""
+
+    leases: LeaseSet
+    reports: queue.Queue
+    pending: int
+    on_slow_down: Callable[[], None] | None
+
+    def until(self, *, quiet: float | None) -> int:
+        """Record reports until none is pending, or (`quiet`) none has come for that many seconds."""
+        recorded, last = 0, time.monotonic()
+        while self.pending and (quiet is None or time.monotonic() - last < quiet):
+            self.leases.renew_if_stale()
+            try:
+                report = self.reports.get(timeout=LEASE_CHECK_SECONDS / 4)
+            except queue.Empty:
+                continue
+            recorded, last = recorded + self._take(report), time.monotonic()
+        return recorded
+
+    def rest(self) -> None:
+        """`until` the last lane reports, on a thread of its own (its database connection closed at the end)."""
+        try:
+            self.until(quiet=None)
+        except Exception:
+            logger.exception("dispatch: recording slow lanes failed; their messages go back once their lease ends")
+        finally:
+            connection.close()
+            _slow_lane_threads.release()
+
+    def _take(self, report: _LaneReport) -> int:
+        recorded = 0
+        if report.message is not None:
+            self.pending -= 1
+            if report.outcome is not None:
+                recorded = _record_attempt(report.message, report.outcome)
+                self.leases.settle(report.message)
+                if report.outcome.slow_down and self.on_slow_down is not None:
+                    self.on_slow_down()
+        if report.untried:
+            self.pending -= len(report.untried)
+            self.leases.release(report.untried)
+        return recorded
 
 
 def dispatch_sweep(*, enqueue: Callable[[], object]) -> int:

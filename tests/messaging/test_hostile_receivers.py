@@ -5,7 +5,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 
 import pytest
@@ -64,11 +64,8 @@ def hostile_server(host: str, port: int, behaviour: Callable[[socket.socket], No
     stop = threading.Event()
 
     def handle(client: socket.socket) -> None:
-        with client:
-            try:
-                behaviour(client)
-            except OSError:  # the client hung up, as it should
-                pass
+        with client, suppress(OSError):  # the client hung up, as it should
+            behaviour(client)
 
     with socket.create_server((host, port)) as server:
         server.settimeout(0.1)
