@@ -1,6 +1,7 @@
 """A real authoritative DNS server on loopback (dnslib), serving whatever records a test publishes."""
 
 import socket
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -22,6 +23,7 @@ class Zone(BaseResolver):
     def __init__(self) -> None:
         self.records: dict[tuple[str, str], list[RD]] = {}
         self.failing: set[str] = set()
+        self.delay = 0.0  # seconds before each answer: above a resolver's timeout, lookups time out
 
     def publish_txt(self, name: str, value: str) -> None:
         # One TXT record holds strings of at most 255 bytes; long values (DKIM keys) span several.
@@ -46,6 +48,7 @@ class Zone(BaseResolver):
         self.records.setdefault((name.lower(), kind), []).append(rdata)
 
     def resolve(self, request: DNSRecord, handler: DNSHandler) -> DNSRecord:
+        time.sleep(self.delay)
         reply = request.reply()
         name, qtype = str(request.q.qname).rstrip(".").lower(), QTYPE[request.q.qtype]
         if name in self.failing:

@@ -647,7 +647,7 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
     recipients got it, `PartlySent`, the message is recorded as it stands). So is the rest of a batch
     the relay asked to slow down in; `on_slow_down` is then called to have it picked up again.
     """
-    if is_direct_delivery(settings.EMAIL_URL):
+    if settings.EMAIL_URL and is_direct_delivery(settings.EMAIL_URL):
         return _send_in_lanes(messages, LeaseSet(messages, lease), on_slow_down=on_slow_down)
     leases, recorded, in_flight = LeaseSet(messages, lease), 0, messages[0]
     try:
@@ -673,9 +673,9 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
 
 # --- direct delivery: a lane per destination ----------------------------------------------------------
 
-# A lane sending this long marks its destinations slow: until it ends, later batches put their
-# messages for them back (no attempt used) instead of holding a thread of theirs too, and a batch
-# whose lanes run this long leaves the rest to a thread of its own.
+# A lane whose message in flight has taken this long marks its destinations slow: until it ends,
+# later batches put their messages for them back (no attempt used) instead of holding a thread of
+# theirs too.
 SLOW_LANE_SECONDS = 2.0
 SLOW_RETRY_SECONDS = 10.0  # when a message put back for a slow destination is due again
 # A batch's thread leaves its lanes to a thread of their own once none has reported for this long
@@ -690,30 +690,39 @@ def _destinations(message: Message) -> frozenset[str]:
     return frozenset(address.rpartition("@")[2].lower() for address in _wire_addresses(message))
 
 
+@dataclass
+class _Lane:
+    destinations: frozenset[str]
+    progressed_at: float  # time.monotonic() when it began, or when its last message was done
+
+    def progressed(self) -> None:
+        self.progressed_at = time.monotonic()
+
+
 class _Lanes:
-    """The destinations this process is sending to, with when each lane began (for `slow`)."""
+    """The lanes this process is running, for `slow`."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: dict[int, tuple[frozenset[str], float]] = {}
+        self._running: list[_Lane] = []
 
     @contextmanager
-    def running(self, destinations: frozenset[str]) -> Iterator[None]:
-        token = object()
+    def running(self, destinations: frozenset[str]) -> Iterator[_Lane]:
+        lane = _Lane(destinations, time.monotonic())
         with self._lock:
-            self._running[id(token)] = (destinations, time.monotonic())
+            self._running.append(lane)
         try:
-            yield
+            yield lane
         finally:
             with self._lock:
-                del self._running[id(token)]
+                self._running.remove(lane)
 
     def slow(self, destinations: frozenset[str]) -> str:
-        """A destination of these with a lane running for SLOW_LANE_SECONDS or more; "" when none has one."""
+        """A destination of these whose lane has had a message in flight for SLOW_LANE_SECONDS; "" when none."""
         now = time.monotonic()
         with self._lock:
-            for running, began in self._running.values():
-                if now - began >= SLOW_LANE_SECONDS and (slow := running & destinations):
+            for lane in self._running:
+                if now - lane.progressed_at >= SLOW_LANE_SECONDS and (slow := lane.destinations & destinations):
                     return min(slow)
         return ""
 
@@ -735,7 +744,7 @@ def _run_lane(destinations: frozenset[str], messages: list[Message], batch: _Bat
     """Send one destination's messages of the batch over a connection of the lane's own, reporting each
     outcome as it comes; the database is left to the batch's thread."""
     try:
-        with _lanes.running(destinations), LazyRelay() as relay:
+        with _lanes.running(destinations) as running, LazyRelay() as relay:
             lane = replace(batch, relay=relay, in_lane=True)
             for number, message in enumerate(messages):
                 try:
@@ -748,6 +757,7 @@ def _run_lane(destinations: frozenset[str], messages: list[Message], batch: _Bat
                     logger.exception("dispatch: a lane failed; %s goes back once its lease ends", message.public_id)
                     reports.put(_LaneReport(message, None, untried=messages[number + 1 :]))
                     return
+                running.progressed()
                 untried = messages[number + 1 :] if outcome is not None and outcome.slow_down else []
                 reports.put(_LaneReport(message, outcome, untried))
                 if untried:
@@ -760,14 +770,15 @@ def _send_in_lanes(messages: list[Message], leases: LeaseSet, *, on_slow_down: C
     """Direct delivery: each destination's messages in a lane (thread) of its own, at most
     MAILSERVICE_MX_PARALLEL_DESTINATIONS at once, so a slow destination delays only its own messages.
     This thread renews the leases meanwhile and records each outcome as it comes; once the lanes go
-    quiet (LANE_QUIET_SECONDS) it leaves those still running to a thread of their own and returns."""
+    quiet (LANE_QUIET_SECONDS) it leaves those still running to a thread of their own and returns,
+    counting their messages as recorded."""
     batch = _Batch.read(messages, leases, LazyRelay())
     by_destination: dict[frozenset[str], list[Message]] = {}
     recorded = 0
     for message in messages:
         destinations = _destinations(message)
         if slow := _lanes.slow(destinations):
-            why = f"{slow} is slow: a lane of this worker has been sending to it for over {SLOW_LANE_SECONDS:g} s"
+            why = f"{slow} is slow: a message of this worker has been in flight to it for over {SLOW_LANE_SECONDS:g} s"
             retry_at = timezone.now() + timedelta(seconds=SLOW_RETRY_SECONDS)
             recorded += _record_attempt(message, _not_sent(message, retry_at=retry_at, why=why))
             leases.settle(message)
@@ -786,9 +797,9 @@ def _send_in_lanes(messages: list[Message], leases: LeaseSet, *, on_slow_down: C
     recorded += collect.until(quiet=LANE_QUIET_SECONDS)
     if collect.pending and _slow_lane_threads.acquire(blocking=False):
         threading.Thread(target=collect.rest, name="dispatch-slow-lanes", daemon=True).start()
-    elif collect.pending:
-        recorded += collect.until(quiet=None)
-    return recorded
+        # Counted as recorded: in progress, not given back, so the dispatch loop goes on claiming.
+        return recorded + collect.pending
+    return recorded + collect.until(quiet=None)
 
 
 @dataclass

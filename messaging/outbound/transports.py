@@ -243,6 +243,7 @@ def helo_name() -> str:
 # dozen extensions, and RFC 5321 4.5.3.1.5 bounds a reply line at 512 octets.
 MAX_REPLY_LINES = 100
 MAX_REPLY_BYTES = 64 * 1024
+MAX_REPLY_LINE_BYTES = 8192  # as smtplib's own limit
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -261,6 +262,8 @@ class _DeadlineReader(io.RawIOBase):
         if remaining <= 0:
             raise TimeoutError(f"the reply did not end within {self.smtp.timeout:g} s")
         sock = self.smtp.sock
+        if sock is None:
+            raise smtplib.SMTPServerDisconnected("not connected")
         sock.settimeout(min(remaining, self.smtp.timeout))
         try:
             return sock.recv_into(buffer)
@@ -284,7 +287,7 @@ class _BoundedSMTP(smtplib.SMTP):
         size = 0
         while True:
             try:
-                line = self.file.readline(smtplib._MAXLINE + 1)
+                line = self.file.readline(MAX_REPLY_LINE_BYTES + 1)
             except OSError as exc:
                 self.close()
                 raise smtplib.SMTPServerDisconnected(f"the server's reply failed: {exc}") from None
@@ -293,11 +296,11 @@ class _BoundedSMTP(smtplib.SMTP):
                 raise smtplib.SMTPServerDisconnected("Connection unexpectedly closed")
             size += len(line)
             lines.append(line[4:].strip(b" \t\r\n"))
-            if len(line) > smtplib._MAXLINE or len(lines) > MAX_REPLY_LINES or size > MAX_REPLY_BYTES:
+            if len(line) > MAX_REPLY_LINE_BYTES or len(lines) > MAX_REPLY_LINES or size > MAX_REPLY_BYTES:
                 self.close()
                 too_long = (
                     f"4.4.2 reply too long (over {MAX_REPLY_LINES} lines, {MAX_REPLY_BYTES} bytes "
-                    f"or {smtplib._MAXLINE} bytes a line)"
+                    f"or {MAX_REPLY_LINE_BYTES} bytes a line)"
                 )
                 raise smtplib.SMTPResponseException(451, too_long)
             try:

@@ -11,13 +11,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from messaging.models import Status
+from messaging.models import Message, Status
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.outbound.mx import MxTransport
 from messaging.outbound.transports import Envelope, RelayConfig, SmtpConnection
 from tests.dns_server import dns_server
 from tests.factories import MessageFactory
-from tests.harness import free_port
+from tests.harness import free_port, smtp_sink, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -139,3 +139,68 @@ def test_a_hostile_mx_gives_a_temporary_reply_naming_it(settings, behaviour):
     assert result.final.code == 451 and "mx.hostile.test [127.0.0.2]" in result.final.text
     assert expected in result.final.text
     assert time.monotonic() - started < 2 * TIMEOUT + 1
+
+
+def slow_replies(client: socket.socket) -> None:
+    """Enough SMTP to deliver, each reply (the banner included) DELAY seconds after its command."""
+    reader = client.makefile("rb")
+    in_data = False
+    time.sleep(DELAY)
+    client.sendall(b"220 slow.test ESMTP\r\n")
+    for line in reader:
+        command = line.rstrip(b"\r\n")
+        if in_data:
+            in_data = command != b"."
+            if in_data:
+                continue
+            reply = b"250 queued, slowly"
+        else:
+            verb = command[:4].upper()
+            in_data = verb == b"DATA"
+            reply = {b"DATA": b"354 go ahead", b"QUIT": b"221 bye"}.get(verb, b"250 OK")
+        time.sleep(DELAY)
+        client.sendall(reply + b"\r\n")
+
+
+DELAY = 0.5  # a message takes 6 replies: 3 s
+
+
+@pytest.mark.django_db(transaction=True)  # the slow lane's outcomes are recorded by a thread of their own
+def test_a_slow_destination_delays_only_its_own_messages(settings):
+    settings.EMAIL_URL = "mx://"
+    settings.MAILSERVICE_MX_PORT = port = free_port()
+    settings.MAILSERVICE_SMTP_TIMEOUT = 3.0
+    due = timezone.now() - timedelta(seconds=1)
+    with (
+        dns_server() as (zone, address),
+        hostile_server("127.0.0.2", port, slow_replies),
+        smtp_sink(host="127.0.0.3", port=port) as fast,
+    ):
+        settings.MAILSERVICE_DNS_RESOLVER = address
+        for domain, host in (("slow.test", "127.0.0.2"), ("fast.test", "127.0.0.3")):
+            zone.publish_mx(domain, f"mx.{domain}")
+            zone.publish_address(f"mx.{domain}", host)
+        slow = [MessageFactory(to=["u@slow.test"], next_attempt_at=due)]
+        quick = [MessageFactory(to=[f"u{n}@fast.test"], next_attempt_at=due) for n in range(3)]
+
+        started = time.monotonic()
+        dispatch_batch()
+        batch_seconds = time.monotonic() - started
+        delivered_meanwhile = Message.objects.filter(pk__in=[m.pk for m in slow], status=Status.DELIVERED).count()
+        time.sleep(max(0.0, 2.3 - batch_seconds))  # its message has now been in flight for over 2 s
+        later = MessageFactory(to=["late@slow.test"], next_attempt_at=due)
+        dispatch_batch()
+        wait_until(
+            lambda: Message.objects.filter(pk__in=[m.pk for m in slow], status=Status.DELIVERED).count() == 1,
+            timeout=10,
+            message="the slow destination's messages",
+        )
+
+    assert batch_seconds < 1.5 and delivered_meanwhile == 0
+    assert len(fast.received) == 3
+    assert set(Message.objects.filter(pk__in=[m.pk for m in quick]).values_list("status", flat=True)) == {
+        Status.DELIVERED
+    }
+    later.refresh_from_db()
+    assert (later.status, later.attempts) == (Status.ACCEPTED, 0)
+    assert "slow.test is slow" in later.last_error
