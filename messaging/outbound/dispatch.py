@@ -678,12 +678,9 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
 # theirs too.
 SLOW_LANE_SECONDS = 2.0
 SLOW_RETRY_SECONDS = 10.0  # when a message put back for a slow destination is due again
-# A batch's thread leaves its lanes to a thread of their own once none has reported for this long
-# (a healthy destination answers in milliseconds), at most SLOW_LANE_THREADS such threads a process
-# (each holds a database connection): beyond that the batch's thread waits for its lanes itself.
+# A batch's thread leaves its lanes to the process's slow-lane recorder once none has reported for
+# this long (a healthy destination answers in milliseconds) and goes on to the next batch.
 LANE_QUIET_SECONDS = 0.5
-SLOW_LANE_THREADS = 8
-_slow_lane_threads = threading.BoundedSemaphore(SLOW_LANE_THREADS)
 
 
 def _destinations(message: Message) -> frozenset[str]:
@@ -770,7 +767,7 @@ def _send_in_lanes(messages: list[Message], leases: LeaseSet, *, on_slow_down: C
     """Direct delivery: each destination's messages in a lane (thread) of its own, at most
     MAILSERVICE_MX_PARALLEL_DESTINATIONS at once, so a slow destination delays only its own messages.
     This thread renews the leases meanwhile and records each outcome as it comes; once the lanes go
-    quiet (LANE_QUIET_SECONDS) it leaves those still running to a thread of their own and returns,
+    quiet (LANE_QUIET_SECONDS) it leaves those still running to the slow-lane recorder and returns,
     counting their messages as recorded."""
     batch = _Batch.read(messages, leases, LazyRelay())
     by_destination: dict[frozenset[str], list[Message]] = {}
@@ -795,11 +792,10 @@ def _send_in_lanes(messages: list[Message], leases: LeaseSet, *, on_slow_down: C
     pending = sum(len(lane) for lane in by_destination.values())
     collect = _LaneCollector(leases, reports, pending, on_slow_down)
     recorded += collect.until(quiet=LANE_QUIET_SECONDS)
-    if collect.pending and _slow_lane_threads.acquire(blocking=False):
-        threading.Thread(target=collect.rest, name="dispatch-slow-lanes", daemon=True).start()
-        # Counted as recorded: in progress, not given back, so the dispatch loop goes on claiming.
-        return recorded + collect.pending
-    return recorded + collect.until(quiet=None)
+    if collect.pending:
+        _slow_lanes.take(collect)
+    # Those left to the recorder count as recorded: in progress, not given back, so the loop claims on.
+    return recorded + collect.pending
 
 
 @dataclass
@@ -811,10 +807,10 @@ class _LaneCollector:
     pending: int
     on_slow_down: Callable[[], None] | None
 
-    def until(self, *, quiet: float | None) -> int:
-        """Record reports until none is pending, or (`quiet`) none has come for that many seconds."""
+    def until(self, *, quiet: float) -> int:
+        """Record reports until none is pending, or none has come for `quiet` seconds."""
         recorded, last = 0, time.monotonic()
-        while self.pending and (quiet is None or time.monotonic() - last < quiet):
+        while self.pending and time.monotonic() - last < quiet:
             self.leases.renew_if_stale()
             try:
                 report = self.reports.get(timeout=LEASE_CHECK_SECONDS / 4)
@@ -823,15 +819,15 @@ class _LaneCollector:
             recorded, last = recorded + self._take(report), time.monotonic()
         return recorded
 
-    def rest(self) -> None:
-        """`until` the last lane reports, on a thread of its own (its database connection closed at the end)."""
-        try:
-            self.until(quiet=None)
-        except Exception:
-            logger.exception("dispatch: recording slow lanes failed; their messages go back once their lease ends")
-        finally:
-            connection.close()
-            _slow_lane_threads.release()
+    def step(self) -> None:
+        """Renew the leases if due and record the reports that have come, without waiting."""
+        self.leases.renew_if_stale()
+        while self.pending:
+            try:
+                report = self.reports.get_nowait()
+            except queue.Empty:
+                return
+            self._take(report)
 
     def _take(self, report: _LaneReport) -> int:
         recorded = 0
@@ -846,6 +842,46 @@ class _LaneCollector:
             self.pending -= len(report.untried)
             self.leases.release(report.untried)
         return recorded
+
+
+class _SlowLanes:
+    """One thread a process (and one database connection) recording the lanes that batches left
+    running: their outcomes as they come, and their leases renewed meanwhile."""
+
+    POLL_SECONDS = 0.1
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._collectors: list[_LaneCollector] = []
+        self._thread: threading.Thread | None = None
+
+    def take(self, collector: _LaneCollector) -> None:
+        with self._lock:
+            self._collectors.append(collector)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dispatch-slow-lanes", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                collectors = list(self._collectors)
+                if not collectors:
+                    self._thread = None
+                    connection.close()
+                    return
+            for collector in collectors:
+                try:
+                    collector.step()
+                except Exception:
+                    logger.exception("dispatch: recording a slow lane failed; its messages return after their lease")
+                    collector.pending = 0
+            with self._lock:
+                self._collectors = [c for c in self._collectors if c.pending]
+            time.sleep(self.POLL_SECONDS)
+
+
+_slow_lanes = _SlowLanes()
 
 
 def dispatch_sweep(*, enqueue: Callable[[], object]) -> int:
