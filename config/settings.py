@@ -359,7 +359,7 @@ MAILSERVICE_MX_PORT = env_int("MAILSERVICE_MX_PORT", 25)
 MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
 # How many of a batch's destinations are sent to at once, each in a lane (thread) of its own, so a
 # slow destination delays only its own messages (messaging/outbound/dispatch.py, docs/delivery.md).
-MAILSERVICE_MX_PARALLEL_DESTINATIONS = env_int("MAILSERVICE_MX_PARALLEL_DESTINATIONS", 8)
+MAILSERVICE_MX_PARALLEL_DESTINATIONS = env_int("MAILSERVICE_MX_PARALLEL_DESTINATIONS", 50)
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay
