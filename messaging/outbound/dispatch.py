@@ -67,6 +67,10 @@ RECORD_RETRY_SECONDS = 0.5
 # How stale the worker's knowledge of its leases (and of the pauses) may be before a message goes
 # to SMTP. Far below any lease: no other worker can have claimed a message while this holds.
 LEASE_CHECK_SECONDS = 1.0
+# A lane (direct delivery) does not renew leases itself: it sends while the last renewal by the
+# batch's thread is this recent, and waits this long at most for one before giving the message back.
+LANE_LEASE_STALENESS = 5 * LEASE_CHECK_SECONDS
+LANE_LEASE_WAIT = 30 * LEASE_CHECK_SECONDS
 # After a "slow down" answer, the batch's rest is given back and a new task picks it up this much later.
 SLOW_DOWN_RETRY_SECONDS = 1.0
 
@@ -320,10 +324,18 @@ class LeaseSet:
         return self.holds(message)
 
     def fresh(self, message: Message) -> bool:
-        """Whether `message` is still ours by a check another thread made at most two check intervals ago:
-        a lane's test before SMTP, while the batch's thread renews (`_send_in_lanes`). The held list is
-        replaced, never changed in place, so reading it from a lane is safe."""
-        return self.holds(message) and time.monotonic() - self.lease.checked_at < 2 * LEASE_CHECK_SECONDS
+        """Whether `message` is still ours by a check another thread made at most LANE_LEASE_STALENESS
+        ago, waiting up to LANE_LEASE_WAIT for one: a lane's test before SMTP while the batch's thread
+        (or the slow-lane recorder) renews (`_send_in_lanes`). The held list is replaced, never changed
+        in place, so reading it from a lane is safe."""
+        deadline = time.monotonic() + LANE_LEASE_WAIT
+        while self.holds(message):
+            if time.monotonic() - self.lease.checked_at < LANE_LEASE_STALENESS:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(LEASE_CHECK_SECONDS / 20)
+        return False
 
     def release(self, messages: list[Message]) -> None:
         """Give back these messages, if still held, without using up their attempt."""
@@ -745,7 +757,7 @@ def _run_lane(destinations: frozenset[str], messages: list[Message], batch: _Bat
             lane = replace(batch, relay=relay, in_lane=True)
             for number, message in enumerate(messages):
                 try:
-                    outcome = _send_one(message, lane) if lane.leases.fresh(message) else None
+                    outcome = _send_one(message, lane)
                 except (OSError, smtplib.SMTPException, PartlySent) as exc:
                     outcome = _connection_failed(message, exc)
                     reports.put(_LaneReport(message, outcome, untried=messages[number + 1 :]))
@@ -755,6 +767,9 @@ def _run_lane(destinations: frozenset[str], messages: list[Message], batch: _Bat
                     reports.put(_LaneReport(message, None, untried=messages[number + 1 :]))
                     return
                 running.progressed()
+                if outcome is None and lane.leases.holds(message):  # no recent renewal: given back untried
+                    reports.put(_LaneReport(untried=[message]))
+                    continue
                 untried = messages[number + 1 :] if outcome is not None and outcome.slow_down else []
                 reports.put(_LaneReport(message, outcome, untried))
                 if untried:
