@@ -9,8 +9,9 @@ are discarding receivers on loopback addresses 127.0.1.x found through a DNS ser
 - direct with tarpits: the same, the first `--tarpits` domains' hosts delaying every reply by
   `--tarpit-seconds` (within MAILSERVICE_SMTP_TIMEOUT, so they do deliver, slowly).
 Each run is timed from its first claim to the last `delivered` event of the messages that do not go
-to a tarpit domain (sent from a sender domain of their own; the others from a second one). Goals (issue 30): direct / relay >= 0.8 in messages/s; the non-tarpit messages
-finish within 1.2 times their time without the tarpits.
+to a tarpit domain (sent from a sender domain of their own; the others from a second one).
+Goals (issue 30): direct / relay >= 0.8 in messages/s; the non-tarpit messages finish within 1.2
+times their time without the tarpits.
 """
 
 import argparse
@@ -216,7 +217,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         title="Isolation: direct delivery and slow destinations",
         summary=(
             f"{args.messages:,} messages a run to {args.domains} domains over {args.hosts} receivers on 127.0.1.x "
-            f"(DNS on loopback, its own process), {args.workers} worker processes of {args.threads} dispatch threads; in the last run "
+            f"(DNS on loopback, its own process), {args.workers} worker processes of {args.threads} dispatch threads; "
+            "in the last run "
             f"{args.tarpits} domains delay every reply {args.tarpit_seconds:g} s. Timed: the messages to the other "
             f"{args.domains - args.tarpits} domains, from the first claim to their last `delivered` event."
         ),
