@@ -7,6 +7,7 @@ from bench.scenarios import (
     dispatch,
     embedded,
     inbound,
+    isolation,
     listing,
     memory,
     purge,
@@ -26,6 +27,7 @@ SCENARIOS: dict[str, Scenario] = {
         purge.SCENARIO,
         delivery_control.FAIRNESS,
         delivery_control.RELAY,
+        isolation.SCENARIO,
         webhooks.SCENARIO,
         memory.SCENARIO,
     ]
