@@ -44,7 +44,7 @@ from domains.sending import domain_unpaused, global_paused, unpaused
 from domains.sources import Pool, domain_pools
 from mailservice import metrics
 from messaging import sql
-from messaging.models import BounceType, EventRecord, EventType, Message, MessageEvent, Status
+from messaging.models import BounceType, EventRecord, EventType, Message, MessageEvent, Status, TlsSessionCount
 from messaging.outbound.destinations import BatchHolds
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.outbound.fairness import fair_claim_ids
@@ -54,6 +54,7 @@ from messaging.outbound.relay_limits import is_slow_down, relay_connection_slot,
 from messaging.outbound.sandbox import sandbox_outcome
 from messaging.outbound.shaping import reply_of
 from messaging.outbound.submitted import submitted_rendering
+from messaging.outbound.tls_reports import deferred_counts, record_deferred
 from messaging.outbound.transports import (
     Connection,
     Envelope,
@@ -822,31 +823,37 @@ class _LaneReport:
     message: Message | None = None
     outcome: SendOutcome | None = None
     untried: list[Message] = field(default_factory=list)
+    tls_counts: list[TlsSessionCount] = field(default_factory=list)  # the TLS-RPT counts of its sessions so far
 
 
 def _run_lane(destinations: frozenset[str], messages: list[Message], batch: _Batch, reports: queue.Queue) -> None:
     """Send one destination's messages of the batch over a connection of the lane's own, reporting each
     outcome as it comes; the database is left to the batch's thread."""
     try:
-        with _lanes.running(destinations) as running, LazyRelay() as relay:
+        with _lanes.running(destinations) as running, LazyRelay() as relay, deferred_counts() as counts:
+
+            def report(done: _LaneReport) -> None:
+                done.tls_counts, counts[:] = counts[:], []
+                reports.put(done)
+
             lane = replace(batch, relay=relay, in_lane=True)
             for number, message in enumerate(messages):
                 try:
                     outcome = _send_one(message, lane)
                 except (OSError, smtplib.SMTPException, PartlySent) as exc:
                     outcome = _connection_failed(message, exc)
-                    reports.put(_LaneReport(message, outcome, untried=messages[number + 1 :]))
+                    report(_LaneReport(message, outcome, untried=messages[number + 1 :]))
                     return
                 except Exception:  # as a batch that fails: this message goes back once its lease ends
                     logger.exception("dispatch: a lane failed; %s goes back once its lease ends", message.public_id)
-                    reports.put(_LaneReport(message, None, untried=messages[number + 1 :]))
+                    report(_LaneReport(message, None, untried=messages[number + 1 :]))
                     return
                 running.progressed()
                 if outcome is None and lane.leases.holds(message):  # no recent renewal: given back untried
-                    reports.put(_LaneReport(untried=[message]))
+                    report(_LaneReport(untried=[message]))
                     continue
                 untried = messages[number + 1 :] if outcome is not None and outcome.slow_down else []
-                reports.put(_LaneReport(message, outcome, untried))
+                report(_LaneReport(message, outcome, untried))
                 if untried:
                     return
     finally:
@@ -921,6 +928,7 @@ class _LaneCollector:
 
     def _take(self, report: _LaneReport) -> int:
         recorded = 0
+        record_deferred(report.tls_counts)
         if report.message is not None:
             self.pending -= 1
             if report.outcome is not None:

@@ -35,7 +35,7 @@ import smtplib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 import dns.exception
@@ -206,6 +206,46 @@ class _Session:
         return f"{self.host} [{self.address}]"
 
 
+@dataclass(frozen=True)
+class _Target:
+    """One MX address to open a session with, and what the session must meet."""
+
+    host: str
+    address: str
+    policy: mx_tls.HostPolicy
+    source: Source | None
+    destination: str
+
+
+@dataclass
+class _Search:
+    """The search for a session among a domain's MX hosts: what failed, and so what to answer if none answers."""
+
+    deadline: float  # time.monotonic() past which no new host is tried
+    errors: list[str] = field(default_factory=list)
+    refused_by_policy: str = ""
+    transient: bool = False
+    throttled: Reply | None = None  # a host's slow-down greeting (421), should none answer
+    attempts: int = 0
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def undeliverable(self, domain: str) -> "Undeliverable":
+        if self.refused_by_policy:
+            # 450, not 451: a 451 4.7.x reply reads as "slow down" (relay_limits.is_slow_down), and a
+            # receiver's TLS policy says nothing about the pace.
+            return Undeliverable(Reply(450, f"4.7.5 {self.refused_by_policy}"))
+        if self.throttled is not None:
+            return Undeliverable(self.throttled)
+        last = self.errors[-1] if self.errors else "no host to try"
+        if self.transient:
+            return Undeliverable(
+                Reply(451, f"4.4.1 no mail host of {domain} could be used ({self.attempts} tried): {last}")
+            )
+        return Undeliverable(Reply(550, f"5.4.4 no mail host of {domain} may be used: {last}"))
+
+
 class MxConnection:
     """The batch's SMTP sessions, one per MX address, opened as recipients' domains need them and kept
     open for the batch: a transaction to a destination already reached reuses its session after RSET."""
@@ -247,7 +287,7 @@ class MxConnection:
         if pool is None:
             return {}
         if pool not in self._pools:
-            self._pools[pool] = source_address_rows(pool.addresses)
+            self._pools[pool] = list(pool.rows) if pool.rows else source_address_rows(pool.addresses)
         rows = self._pools[pool]
         if not rows:
             raise _PoolFull(f"the pool {pool.name} has no address in MAILSERVICE_SOURCE_ADDRESSES")
@@ -330,27 +370,22 @@ class MxConnection:
     def _session(self, domain: str, source: Source | None, *, follows: bool) -> _Session:
         """A session with the first host of the domain's route that answers as its TLS policy demands;
         Undeliverable naming the last error (4.7.5 when a policy refused a host)."""
-        errors: list[str] = []
-        refused_by_policy = ""
-        transient = False
-        throttled: Reply | None = None  # a host's slow-down greeting (421), should none answer
-        attempts = 0
         destination, hosts = self._route(domain)
-        deadline = time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout
+        search = _Search(deadline=time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout)
         sts = self._sts_policy(domain)
         for host in hosts:
-            if time.monotonic() >= deadline:
-                errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
+            if search.out_of_time():
+                search.errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
             try:
                 addresses = self._addresses_from(host, source)
                 policy = self._host_policy(domain, host, sts)
             except mx_tls.TlsRefused as exc:
-                refused_by_policy = str(exc)
+                search.refused_by_policy = str(exc)
                 continue
             except _HostSkipped as exc:
-                errors.append(str(exc))
-                transient = transient or exc.transient
+                search.errors.append(str(exc))
+                search.transient = search.transient or exc.transient
                 continue
             for address in addresses:
                 kept = self._sessions.get(_session_key(source, address))
@@ -358,38 +393,35 @@ class MxConnection:
                     if kept.smtp.reset():
                         return kept
                     self._drop(kept)
-                if attempts == MAX_CONNECTION_ATTEMPTS or time.monotonic() >= deadline:
+                if search.attempts == MAX_CONNECTION_ATTEMPTS or search.out_of_time():
                     break
-                slot = self._slot(destination, follows=follows)
-                attempts += 1
-                transient = True
-                try:
-                    smtp = self._connect(host, address, policy, source)
-                    session = _Session(host, address, smtp, source, destination=destination, slot=slot)
-                except mx_tls.TlsRefused as exc:
-                    self.gate.give_back(destination, slot)
-                    refused_by_policy = str(exc)
-                    continue
-                except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
-                    self.gate.give_back(destination, slot)
-                    errors.append(f"{host} [{address}]: {_brief(exc)}")
-                    if (reply := reply_of(exc)) is not None and is_throttle(reply):
-                        throttled = reply
-                    continue
-                session.secured = policy.kind if policy.mandatory else mx_tls.NONE
-                self._drop(self._sessions.get(session.key))
-                self._sessions[session.key] = session
-                return session
-        if refused_by_policy:
-            # 450, not 451: a 451 4.7.x reply reads as "slow down" (relay_limits.is_slow_down), and a
-            # receiver's TLS policy says nothing about the pace.
-            raise Undeliverable(Reply(450, f"4.7.5 {refused_by_policy}"))
-        if throttled is not None:
-            raise Undeliverable(throttled)
-        last = errors[-1] if errors else "no host to try"
-        if transient:
-            raise Undeliverable(Reply(451, f"4.4.1 no mail host of {domain} could be used ({attempts} tried): {last}"))
-        raise Undeliverable(Reply(550, f"5.4.4 no mail host of {domain} may be used: {last}"))
+                session = self._open(search, _Target(host, address, policy, source, destination), follows=follows)
+                if session is not None:
+                    return session
+        raise search.undeliverable(domain)
+
+    def _open(self, search: "_Search", target: "_Target", *, follows: bool) -> _Session | None:
+        """A new session with one MX address, under a slot of its destination; None (noted in `search`) if it fails."""
+        slot = self._slot(target.destination, follows=follows)
+        search.attempts += 1
+        search.transient = True
+        try:
+            smtp = self._connect(target.host, target.address, target.policy, target.source)
+        except mx_tls.TlsRefused as exc:
+            self.gate.give_back(target.destination, slot)
+            search.refused_by_policy = str(exc)
+            return None
+        except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
+            self.gate.give_back(target.destination, slot)
+            search.errors.append(f"{target.host} [{target.address}]: {_brief(exc)}")
+            if (reply := reply_of(exc)) is not None and is_throttle(reply):
+                search.throttled = reply
+            return None
+        session = _Session(target.host, target.address, smtp, target.source, destination=target.destination, slot=slot)
+        session.secured = target.policy.kind if target.policy.mandatory else mx_tls.NONE
+        self._drop(self._sessions.get(session.key))
+        self._sessions[session.key] = session
+        return session
 
     def _host_policy(self, domain: str, host: str, sts: mx_tls.HostPolicy) -> mx_tls.HostPolicy:
         """DANE for the host, else the domain's MTA-STS policy; TlsRefused when that policy excludes the host."""

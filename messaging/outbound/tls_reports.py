@@ -9,7 +9,10 @@ error is logged and the delivery goes on: a report is worth less than the mail.
 import hashlib
 import json
 import logging
+import threading
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
@@ -68,12 +71,41 @@ def record_tls_outcome(
         receiving_ip=receiving_ip[:45],
         result_type=result_type,
     )
+    if getattr(_lane, "deferred", None) is not None:
+        _lane.deferred.append(row)
+        return
+    _write(row)
+
+
+def _write(row: TlsSessionCount) -> None:
     try:
         # A savepoint when dispatch has a transaction open, so a failure here cannot spoil it.
         with transaction.atomic():
             _count(row)
     except DatabaseError as exc:
         logger.warning("tls-rpt: session of %s not counted: %s", row.policy_domain, exc)
+
+
+# Direct delivery's lanes (threads, messaging/outbound/dispatch.py) hold no database connection: their
+# counts wait in a list, written by the batch's thread (`record_deferred`).
+_lane = threading.local()
+
+
+@contextmanager
+def deferred_counts() -> Iterator[list[TlsSessionCount]]:
+    """Within the block, this thread's counts are kept in the list it yields instead of written."""
+    kept: list[TlsSessionCount] = []
+    _lane.deferred = kept
+    try:
+        yield kept
+    finally:
+        _lane.deferred = None
+
+
+def record_deferred(rows: list[TlsSessionCount]) -> None:
+    """Write counts a lane kept (`deferred_counts`), from a thread that may use the database."""
+    for row in rows:
+        _write(row)
 
 
 _KEY = ("day", "policy_domain", "policy_type", "policy_hash", "mx_host", "receiving_ip", "result_type")

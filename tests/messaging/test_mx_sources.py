@@ -23,7 +23,8 @@ from tests.dns_server import Zone, dns_server
 from tests.factories import DomainFactory, MessageFactory
 from tests.harness import SmtpSink, free_port, smtp_sink
 
-pytestmark = pytest.mark.django_db
+# Transactional: direct delivery sends from lanes (threads) whose own connection marks an address's warm-up start.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 SOURCES = {"127.0.0.5": "out-5.sender.test", "127.0.0.6": ""}
 
