@@ -9,7 +9,6 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import dkim
 import pytest
@@ -42,26 +41,31 @@ def arrivals(sink: SmtpSink, count: int) -> list:
 
 @pytest.mark.django_db
 def test_direct_delivery_to_a_postfix_mx_is_over_starttls_signed_and_one_return_path_per_recipient(
-    zone, mx_port, settings, tmp_path
+    zone, receivers, mx_port, settings, tmp_path
 ):
+    """One message to a domain whose MX is Postfix and to one whose MX is an aiosmtpd receiver."""
     settings.MAILSERVICE_RETURN_PATH_DOMAIN = "bounces.acme.test"
     mx(zone, "example.test", (10, "mx.example.test", "127.0.0.2"))
+    mx(zone, "other.test", (10, "mx.other.test", "127.0.0.3"))
+    other = receivers("127.0.0.3")
     certificate = self_signed_certificate(tmp_path, host="mx.example.test")
 
-    with smtp_sink() as sink, postfix(
-        sink, host="127.0.0.2", port=mx_port, domains=("example.test",), certificate=certificate
-    ) as server:
-        message = dispatched("ann@example.test", "bob@example.test")
+    with (
+        smtp_sink() as sink,
+        postfix(sink, host="127.0.0.2", port=mx_port, domains=("example.test",), certificate=certificate) as server,
+    ):
+        message = dispatched("ann@example.test", "carol@other.test", "bob@example.test")
         received = arrivals(sink, 2)
 
     assert message.status == Status.DELIVERED, message.last_error
+    assert [arrival.rcpt_tos for arrival in other.received] == [["carol@other.test"]]
     assert "Anonymous TLS connection established from" in server.log()
     assert sorted(r for arrival in received for r in arrival.rcpt_tos) == ["ann@example.test", "bob@example.test"]
     local_parts = {arrival.mail_from.removesuffix("@bounces.acme.test") for arrival in received}
     proven = {verp_parse(local_part.removeprefix("bounces+")) for local_part in local_parts}
     assert {(verp.public_id, verp.recipient_index, verp.signed) for verp in proven} == {
         (message.public_id.lower(), 0, True),
-        (message.public_id.lower(), 1, True),
+        (message.public_id.lower(), 2, True),
     }
     for arrival in received:
         assert b"by postfix.test (Postfix) with ESMTPS" in arrival.data.split(b"\r\n\r\n")[0]
@@ -69,17 +73,17 @@ def test_direct_delivery_to_a_postfix_mx_is_over_starttls_signed_and_one_return_
 
 
 @pytest.mark.django_db
-def test_mta_sts_enforce_delivers_to_a_postfix_mx_with_a_certificate_the_test_ca_issued(
-    zone, mx_port, authority, sts, outcomes  # noqa: F811 - the fixtures
-):
+def test_mta_sts_enforce_delivers_to_a_postfix_mx_over_verified_tls(zone, mx_port, authority, sts, outcomes):  # noqa: F811
+    """The MX's certificate chain is issued for its name by the test CA that delivery trusts."""
     mx(zone, "secure.test", (10, "mx.secure.test", "127.0.0.2"))
     authority.issue("mx.secure.test")
-    certificate = (Path(authority.directory) / "mx.secure.test.pem", Path(authority.directory) / "mx.secure.test.key")
+    certificate = (authority.directory / "mx.secure.test.pem", authority.directory / "mx.secure.test.key")
     sts("secure.test", "enforce", ["mx.secure.test"])
 
-    with smtp_sink() as sink, postfix(
-        sink, host="127.0.0.2", port=mx_port, domains=("secure.test",), certificate=certificate
-    ) as server:
+    with (
+        smtp_sink() as sink,
+        postfix(sink, host="127.0.0.2", port=mx_port, domains=("secure.test",), certificate=certificate) as server,
+    ):
         message = dispatched("bob@secure.test")
         [arrival] = arrivals(sink, 1)
 
