@@ -82,6 +82,11 @@ SLOW_DOWN_RETRY_SECONDS = 1.0
 # A message put back by this many slow-down answers in a row (no attempt used each time) is charged
 # the next one, with the backoff: a receiver that keeps throttling cannot keep it in a fast loop.
 FREE_THROTTLES = 10
+# Each free put-back after the first waits longer (0.25 s, doubling, at most 5 s): a relay at its
+# connection limit greets every new connection with 421 while its slots are busy, and retries at once
+# spent all ten free throttles in two seconds (tests/messaging/test_postfix_peers.py). Ten take ~28 s.
+THROTTLE_PAUSE_BASE_SECONDS = 0.25
+THROTTLE_PAUSE_MAX_SECONDS = 5.0
 THROTTLE_MARK = "asked to slow down"  # in the `why` of every slow-down put-back, so they can be counted
 FOLLOW_UP_HORIZON = 5.0  # seconds: a message put back until no later than this gets a follow-up batch
 
@@ -448,10 +453,20 @@ def _throttles_in_a_row(message: Message) -> int:
 def _slowed_down(message: Message, why: str, *, retry_at: datetime, relay: bool) -> SendOutcome:
     """A slow-down answer: put back without using an attempt, unless FREE_THROTTLES in a row already were;
     then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell)."""
-    if _throttles_in_a_row(message) >= FREE_THROTTLES:
+    in_a_row = _throttles_in_a_row(message)
+    if in_a_row >= FREE_THROTTLES:
         charged = _temporary(message, f"{why} ({FREE_THROTTLES} times in a row without using an attempt)")
         return replace(charged, slow_down=relay)
+    retry_at += _throttle_pause(in_a_row)
     return _not_sent(message, retry_at=retry_at, why=why, slow_down=relay, follow_up=not relay)
+
+
+def _throttle_pause(in_a_row: int) -> timedelta:
+    """How much later than asked a message put back by `in_a_row` slow-downs before this one is retried."""
+    if in_a_row == 0:
+        return timedelta(0)
+    seconds = THROTTLE_PAUSE_BASE_SECONDS * 2 ** (in_a_row - 1)
+    return timedelta(seconds=min(seconds, THROTTLE_PAUSE_MAX_SECONDS))
 
 
 def _destination_limited(message: Message, refusal: NotSent) -> SendOutcome:

@@ -325,9 +325,14 @@ def test_a_relay_450_4_7_1_lowers_the_rate_and_uses_no_attempt_until_the_free_th
     relay.behaviour.rejected_rcpts = {"a@example.org": "450 4.7.1 Error: too much mail from 127.0.0.1"}
     message = due("a@example.org")
 
+    pauses = []  # seconds until each put-back is due again
     for _ in range(FREE_THROTTLES):
         dispatch_batch()
         assert (fresh(message).status, fresh(message).attempts) == (Status.ACCEPTED, 0)
+        pauses.append((fresh(message).next_attempt_at - timezone.now()).total_seconds())
+        Message.objects.filter(pk=message.pk).update(next_attempt_at=timezone.now())  # the pause is over
+    expected = [0, 0.25, 0.5, 1, 2, 4, 5, 5, 5, 5]  # the first at once, then doubling up to 5 s
+    assert all(wanted - 0.2 < pause <= wanted for pause, wanted in zip(pauses, expected, strict=True)), pauses
     assert "450 4.7.1" in relay_rate_status()["reason"]
     assert relay_rate_status()["effective"] < 200
 
