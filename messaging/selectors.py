@@ -275,6 +275,10 @@ class DmarcSource:
     dmarc_pass: int
     reverse_name: str
 
+    @property
+    def dmarc_fail(self) -> int:
+        return self.messages - self.dmarc_pass
+
 
 @dataclass(frozen=True)
 class DmarcSummary:
