@@ -391,3 +391,29 @@ def tls_summary(*, domain: Domain, days: int = SUMMARY_DAYS) -> TlsSummary:
     return TlsSummary(
         domain=domain.name, failures=[(row["result_type"], row["sessions"]) for row in failures], **totals
     )
+
+
+@dataclass(frozen=True)
+class ReportGauges:
+    """Per domain name, over reports whose period ended in the last day: the DMARC pass rate (domains
+    with reported messages only) and the TLS reports' failed sessions (domains with TLS reports only)."""
+
+    dmarc_pass_rate: dict[str, float]
+    tls_failed_sessions: dict[str, int]
+
+
+def report_gauges() -> ReportGauges:
+    """Two grouped queries, each on a domain-and-end index (dmarc_report_domain_end_idx, tls_report_domain_end_idx)."""
+    since = _window_start(1)
+    dmarc = (
+        DmarcRecord.objects.filter(report__end__gte=since)
+        .values("report__domain__name")
+        .annotate(messages=Sum("count"), dmarc_pass=Coalesce(Sum("count", filter=_DMARC_PASS), 0))
+    )
+    tls = TlsReport.objects.filter(end__gte=since).values("domain__name").annotate(failed=Sum("failed_sessions"))
+    return ReportGauges(
+        dmarc_pass_rate={
+            row["report__domain__name"]: row["dmarc_pass"] / row["messages"] for row in dmarc if row["messages"]
+        },
+        tls_failed_sessions={row["domain__name"]: row["failed"] for row in tls},
+    )
