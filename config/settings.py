@@ -231,7 +231,8 @@ SPECTACULAR_SETTINGS = {
     "WEBHOOKS": [
         f"mailservice.api.webhook_schemas.EMAIL_{name}"
         for name in ("ACCEPTED", "DELIVERED", "DELAYED", "BOUNCED", "COMPLAINED", "FAILED", "SUPPRESSED", "RECEIVED")
-    ],
+    ]
+    + ["mailservice.api.webhook_schemas.DOMAIN_DMARC_REPORT"],
 }
 
 # --- The mail service itself ---------------------------------------------------------

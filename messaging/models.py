@@ -509,6 +509,9 @@ class DmarcReport(models.Model):
     end = models.DateTimeField(help_text="End of the period; summaries count reports by it")
     policy = models.CharField(max_length=16, blank=True, help_text="The published p= the reporter saw")
     mail = models.ForeignKey(ReportMail, on_delete=models.CASCADE, related_name="+")
+    published_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its domain.dmarc_report webhook event was fanned out"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -520,6 +523,10 @@ class DmarcReport(models.Model):
         indexes = [
             # dmarc_summary and the console's chart: a domain's reports ending within the last N days.
             models.Index(fields=["domain", "end"], name="dmarc_report_domain_end_idx"),
+            # The webhooks' fan-out: reports not yet published, oldest first.
+            models.Index(
+                fields=["id"], condition=models.Q(published_at__isnull=True), name="dmarc_report_unpublished_idx"
+            ),
         ]
 
     def __str__(self) -> str:
