@@ -231,7 +231,8 @@ SPECTACULAR_SETTINGS = {
     "WEBHOOKS": [
         f"mailservice.api.webhook_schemas.EMAIL_{name}"
         for name in ("ACCEPTED", "DELIVERED", "DELAYED", "BOUNCED", "COMPLAINED", "FAILED", "SUPPRESSED", "RECEIVED")
-    ],
+    ]
+    + ["mailservice.api.webhook_schemas.DOMAIN_DMARC_REPORT"],
 }
 
 # --- The mail service itself ---------------------------------------------------------
@@ -258,6 +259,10 @@ MAILSERVICE_INBOUND_ROUTE_MEMORY_SECONDS = env_float("MAILSERVICE_INBOUND_ROUTE_
 MAILSERVICE_INBOUND_WORKERS = env_int("MAILSERVICE_INBOUND_WORKERS", 4)
 # Parsing budget per message: a message that takes longer is stored raw, marked unparsed.
 MAILSERVICE_INBOUND_PARSE_SECONDS = env_float("MAILSERVICE_INBOUND_PARSE_SECONDS", 5.0)
+# DMARC aggregate and TLS reports (dmarc-reports@ and tls-reports@ the return-path domain): the most
+# a report's attachment may expand to (gzip or zip); decompression stops there and the mail is kept
+# as received mail with the reason.
+MAILSERVICE_REPORT_MAX_BYTES = env_int("MAILSERVICE_REPORT_MAX_BYTES", 20 * 1024 * 1024)
 # Accept bounces to the unsigned VERP form `bounces+<id>@` (messages of the last 7 days only).
 MAILSERVICE_VERP_ACCEPT_UNSIGNED = env_bool("MAILSERVICE_VERP_ACCEPT_UNSIGNED", True)
 # STARTTLS on the inbound server (and the submission server): PEM certificate chain and key.

@@ -30,7 +30,8 @@ SPF_PROBE_ADDRESS = "192.0.2.1"
 SPF_MAX_LOOKUPS = spf.MAX_LOOKUP  # 10, RFC 7208 §4.6.4
 SPF_MAX_VOID_LOOKUPS = spf.MAX_VOID_LOOKUPS  # 2
 RELAY_ADDRESSES_CHECKED = 20  # of the relay's networks, the first this many (each is an SPF evaluation)
-REPORT_MAILBOX = "dmarc-reports"
+REPORT_MAILBOX = "dmarc-reports"  # DMARC aggregate reports, at the return-path domain
+TLS_REPORT_MAILBOX = "tls-reports"  # SMTP TLS reports (RFC 8460), at the return-path domain
 
 
 class Status(enum.StrEnum):

@@ -12,6 +12,8 @@ COLORS = {
     "failed": "#f28e2b",
     "received": "#76b7b2",
 }
+# DMARC aggregate reports on a domain's page (not in the dashboard's legend).
+REPORT_COLORS = {"messages": "#4e79a7", "dmarc pass": "#59a14f", "pass rate %": "#59a14f"}
 _LEFT, _RIGHT, _TOP, _BOTTOM = 36, 18, 10, 22
 
 
@@ -23,8 +25,10 @@ def line_chart(
     width: int = 470,
     height: int = 170,
     css: str = "ms-chart",
+    colors: dict[str, str] = COLORS,
 ) -> SafeString:
-    """One line per series over the labelled buckets, y from 0 to the largest value; each point has a tooltip."""
+    """One line per series over the labelled buckets, y from 0 to the largest value; each point has a tooltip.
+    `colors`: each series' colour by its name."""
     peak = max((max(values) for values in series.values() if values), default=0) or 1
     plot_w, plot_h = width - _LEFT - _RIGHT, height - _TOP - _BOTTOM
     step = plot_w / max(len(labels) - 1, 1)
@@ -40,7 +44,7 @@ def line_chart(
         "",
         '<polyline fill="none" stroke="{}" stroke-width="1.8" points="{}"><title>{}</title></polyline>',
         (
-            (COLORS[kind], " ".join(f"{x(n)},{y(v)}" for n, v in enumerate(values)), f"{kind}: {sum(values)}")
+            (colors[kind], " ".join(f"{x(n)},{y(v)}" for n, v in enumerate(values)), f"{kind}: {sum(values)}")
             for kind, values in series.items()
         ),
     )
@@ -48,7 +52,7 @@ def line_chart(
         "",
         '<circle cx="{}" cy="{}" r="2" fill="{}"><title>{} {}: {}</title></circle>',
         (
-            (x(n), y(v), COLORS[kind], labels[n], kind, v)
+            (x(n), y(v), colors[kind], labels[n], kind, v)
             for kind, values in series.items()
             for n, v in enumerate(values)
             if v

@@ -21,3 +21,10 @@ def tcp_port(value: str) -> int:
     if not value.isdigit() or not 0 < int(value) < 65536:
         raise argparse.ArgumentTypeError(f"{value!r} is not a TCP port (1-65535)")
     return int(value)
+
+
+def positive_int(value: str) -> int:
+    """argparse type of a count such as --days."""
+    if not value.isdigit() or not 0 < int(value) <= 36500:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number from 1 to 36500")
+    return int(value)

@@ -41,6 +41,11 @@ INBOUND = Counter(
     "Inbound SMTP: transactions stored (mail or reports), refused or failed (451), and recipients refused at RCPT",
     ["outcome"],
 )
+AGGREGATE_REPORTS = Counter(
+    "mailservice_aggregate_reports",
+    "DMARC and TLS reports received: stored, duplicate (sent again) or refused (kept as mail with the reason)",
+    ["kind", "outcome"],
+)
 WEBHOOK_DELIVERIES = Counter(
     "mailservice_webhook_deliveries",
     "Webhook requests: succeeded (2xx), retry (failed, tried again later) or failed (given up)",
@@ -89,6 +94,10 @@ def dispatch_recorded(*, domain: str, status: str, accepted_at: datetime) -> Non
         message_status(domain=domain, status=status)
         if status == "bounced":
             BOUNCES.labels(domain=domain, type="smtp").inc()
+
+
+def aggregate_report(*, kind: str, outcome: str) -> None:
+    AGGREGATE_REPORTS.labels(kind=kind, outcome=outcome).inc()
 
 
 def report_recorded(*, domain: str, outcome: str) -> None:

@@ -1,7 +1,7 @@
 """Messages (read-only, fast over millions of rows), suppressions and source addresses in the console."""
 
 from collections.abc import Callable
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from django import forms
@@ -13,13 +13,16 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from domains.admin import DomainAdmin, DomainChangeList
 from domains.models import Domain, SourceAddress, SourcePool
+from domains.readiness import REPORT_MAILBOX, TLS_REPORT_MAILBOX
 from domains.sources import configured_addresses, source_address_rows
+from mailservice.charts import REPORT_COLORS, line_chart
 from mailservice.console import (
     ConsoleModelAdmin,
     EstimatedCountPaginator,
@@ -37,7 +40,14 @@ from messaging.outbound.shaping import destination_overview
 from messaging.outbound.sources import counts_today, source_of, today, warmup_cap
 from messaging.outbound.transports import delivery_mode
 from messaging.readiness import domain_readiness
-from messaging.selectors import delivery_rates, recipient_outcomes
+from messaging.selectors import (
+    SUMMARY_DAYS,
+    delivery_rates,
+    dmarc_daily,
+    dmarc_summary,
+    recipient_outcomes,
+    tls_summary,
+)
 from messaging.suppressions import normalize_address
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
@@ -351,8 +361,40 @@ class DomainWithRatesChangeList(DomainChangeList):
             domain.delivery_rates = rates[domain.pk]
 
 
+def _reports_context(domain: Domain) -> dict[str, Any]:
+    """The domain page's DMARC and TLS reports: the `rua` to publish, the last 30 days' volume and
+    pass rate per day, and the sources that fail DMARC with their reverse names."""
+    return_path = settings.MAILSERVICE_RETURN_PATH_DOMAIN
+    by_day = {day: (messages, passed) for day, messages, passed in dmarc_daily(domain=domain)}
+    last = timezone.now().date()
+    days = [last - timedelta(days=back) for back in range(SUMMARY_DAYS - 1, -1, -1)]
+    labels = [f"{day:%m-%d}" for day in days]
+    volume = {
+        "messages": [by_day.get(day, (0, 0))[0] for day in days],
+        "dmarc pass": [by_day.get(day, (0, 0))[1] for day in days],
+    }
+    rate = {"pass rate %": [round(100 * p / m) if m else 0 for m, p in zip(*volume.values(), strict=True)]}
+    summary = dmarc_summary(domain=domain)
+    return {
+        "report_rua": {
+            "dmarc": f"mailto:{REPORT_MAILBOX}@{return_path}" if return_path else "",
+            "tls": f"mailto:{TLS_REPORT_MAILBOX}@{return_path}" if return_path else "",
+        },
+        "dmarc_summary": summary,
+        "dmarc_failing": [source for source in summary.sources if source.dmarc_fail],
+        "dmarc_volume_chart": line_chart(
+            title="DMARC-reported messages per day", labels=labels, series=volume, colors=REPORT_COLORS
+        ),
+        "dmarc_rate_chart": line_chart(
+            title="DMARC pass rate per day (%)", labels=labels, series=rate, colors=REPORT_COLORS
+        ),
+        "tls_summary": tls_summary(domain=domain),
+    }
+
+
 class DomainMailAdmin(DomainAdmin):
     list_display = [*DomainAdmin.list_display, "bounce_rate", "complaint_rate"]
+    change_form_template = "admin/messaging/domain_change_form.html"
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return DomainWithRatesChangeList
@@ -393,7 +435,10 @@ class DomainMailAdmin(DomainAdmin):
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> HttpResponse:
         url = reverse("admin:domains_domain_check_readiness", args=[object_id]) if object_id.isdigit() else ""
-        return super().change_view(request, object_id, form_url, {"check_readiness_url": url, **(extra_context or {})})
+        domain = Domain.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        reports = _reports_context(domain) if domain is not None and self.has_view_permission(request, domain) else {}
+        context = {"check_readiness_url": url, **reports, **(extra_context or {})}
+        return super().change_view(request, object_id, form_url, context)
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view

@@ -3,7 +3,7 @@ from django.db import models
 from domains.models import Domain
 from mailservice.encryption import EncryptedSecretField
 from mailservice.ids import public_id
-from messaging.models import MessageEvent
+from messaging.models import DmarcReport, MessageEvent
 from webhooks.targets import redacted_url
 
 
@@ -22,6 +22,7 @@ class EventType(models.TextChoices):
     FAILED = "email.failed"
     SUPPRESSED = "email.suppressed"
     RECEIVED = "email.received"
+    DMARC_REPORT = "domain.dmarc_report"
 
 
 class WebhookEndpoint(models.Model):
@@ -65,7 +66,9 @@ class WebhookDelivery(models.Model):
     """One event for one endpoint: its payload, frozen when the event was fanned out, and how sending it went."""
 
     endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
-    message_event = models.ForeignKey(MessageEvent, on_delete=models.CASCADE, related_name="+")
+    # What the event is about: a message's event, or (domain.dmarc_report) a DMARC report.
+    message_event = models.ForeignKey(MessageEvent, null=True, on_delete=models.CASCADE, related_name="+")
+    dmarc_report = models.ForeignKey(DmarcReport, null=True, on_delete=models.CASCADE, related_name="+")
     event_id = models.CharField(max_length=40, help_text="The event's public id: webhook-id, the same on every retry")
     event_type = models.CharField(max_length=20, choices=EventType.choices)
     payload = models.TextField(help_text="The exact JSON body that is signed and sent")
@@ -85,6 +88,12 @@ class WebhookDelivery(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.UniqueConstraint(fields=["endpoint", "message_event"], name="webhook_delivery_once_per_endpoint"),
+            models.UniqueConstraint(fields=["endpoint", "dmarc_report"], name="webhook_delivery_report_once"),
+            models.CheckConstraint(
+                condition=models.Q(message_event__isnull=False, dmarc_report__isnull=True)
+                | models.Q(message_event__isnull=True, dmarc_report__isnull=False),
+                name="webhook_delivery_about_one_thing",
+            ),
         ]
         indexes = [
             # delivery_claim: an endpoint's pending deliveries that are due, oldest first

@@ -20,8 +20,8 @@ from messaging.inbound.parsing import (
     part_text,
     storable,
 )
+from messaging.models import DmarcRecord, DmarcReport, Message, MessageEvent, Status
 from messaging.models import EventType as MessageEventType
-from messaging.models import Message, MessageEvent, Status
 from messaging.wire import message_wire
 from webhooks.links import link_sign
 from webhooks.models import EventType
@@ -136,6 +136,40 @@ def event_payload(*, event: MessageEvent, message: Message, message_data: dict[s
         "id": event_id,
         "created_at": event.created_at.isoformat().replace("+00:00", "Z"),
         "test": message.is_test,
+        "data": data,
+    }
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def _iso(moment: Any) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def dmarc_report_payload(*, report: DmarcReport, records: list[DmarcRecord], event_id: str) -> str:
+    """The body of `domain.dmarc_report`: the report's period and reporter, its counts of messages as
+    dmarc_summary counts them, and each source's figures."""
+    sources: dict[str, dict[str, int]] = {}
+    for record in records:
+        source = sources.setdefault(record.source_ip, {"messages": 0, "dmarc_pass": 0})
+        source["messages"] += record.count
+        source["dmarc_pass"] += record.count if record.dkim_aligned or record.spf_aligned else 0
+    data = {
+        "domain": report.domain.name,
+        "org_name": report.org_name,
+        "report_id": report.report_id,
+        "begin": _iso(report.begin),
+        "end": _iso(report.end),
+        "messages": sum(record.count for record in records),
+        "dmarc_pass": sum(source["dmarc_pass"] for source in sources.values()),
+        "dkim_aligned_pass": sum(record.count for record in records if record.dkim_aligned),
+        "spf_aligned_pass": sum(record.count for record in records if record.spf_aligned),
+        "sources": [{"source_ip": ip, **figures} for ip, figures in sources.items()],
+    }
+    body = {
+        "type": EventType.DMARC_REPORT.value,
+        "id": event_id,
+        "created_at": _iso(report.created_at),
+        "test": False,
         "data": data,
     }
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))

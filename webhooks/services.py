@@ -33,9 +33,9 @@ from mailservice.encryption import decrypt_secret, encrypt_secret
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.http_deadline import REQUEST_ERRORS, post_status
 from mailservice.ids import public_id
-from messaging.models import Message, MessageEvent
+from messaging.models import DmarcRecord, DmarcReport, Message, MessageEvent
 from webhooks.models import DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint
-from webhooks.payloads import PUBLIC_TYPE, event_payload, messages_data
+from webhooks.payloads import PUBLIC_TYPE, dmarc_report_payload, event_payload, messages_data
 from webhooks.secrets import secret_generate
 from webhooks.signing import signature_headers
 from webhooks.targets import TargetRefused, redacted_url, target_resolve, url_check
@@ -132,6 +132,55 @@ def _interested_endpoints(events: list[MessageEvent], messages: dict[int, Messag
 
 
 def events_fan_out(*, limit: int = FAN_OUT_BATCH) -> int:
+    """Turn up to `limit` unpublished message events, and up to `limit` unpublished DMARC reports,
+    into deliveries and mark them published; returns how many it published."""
+    return _message_events_fan_out(limit=limit) + _dmarc_reports_fan_out(limit=limit)
+
+
+def _dmarc_reports_fan_out(*, limit: int) -> int:
+    """`domain.dmarc_report` for each new DMARC report (dmarc_report_unpublished_idx), atomically;
+    concurrent callers take disjoint reports."""
+    now = timezone.now()
+    with transaction.atomic():
+        reports = list(
+            DmarcReport.objects.filter(published_at__isnull=True)
+            .select_related("domain")
+            .order_by("id")
+            .select_for_update(skip_locked=True, of=("self",))[:limit]
+        )
+        if not reports:
+            return 0
+        endpoints: dict[int, list[WebhookEndpoint]] = {}
+        for endpoint in WebhookEndpoint.objects.filter(domain_id__in={r.domain_id for r in reports}, enabled=True):
+            if endpoint.wants(EventType.DMARC_REPORT):
+                endpoints.setdefault(endpoint.domain_id, []).append(endpoint)
+        records: dict[int, list[DmarcRecord]] = {}
+        wanted = [report.pk for report in reports if report.domain_id in endpoints]
+        for record in DmarcRecord.objects.filter(report_id__in=wanted).order_by("id"):
+            records.setdefault(record.report_id, []).append(record)
+        deliveries = []
+        for report in reports:
+            if report.domain_id not in endpoints:
+                continue
+            event_id = public_id("evt")
+            payload = dmarc_report_payload(report=report, records=records.get(report.pk, []), event_id=event_id)
+            deliveries += [
+                WebhookDelivery(
+                    endpoint=endpoint,
+                    dmarc_report=report,
+                    event_id=event_id,
+                    event_type=EventType.DMARC_REPORT,
+                    payload=payload,
+                    next_attempt_at=now,
+                )
+                for endpoint in endpoints[report.domain_id]
+            ]
+        WebhookDelivery.objects.bulk_create(deliveries, ignore_conflicts=True)
+        DmarcReport.objects.filter(pk__in=[report.pk for report in reports]).update(published_at=now)
+    return len(reports)
+
+
+def _message_events_fan_out(*, limit: int) -> int:
     """Turn up to `limit` unpublished events into deliveries and mark them published, atomically;
     returns how many events it published. Concurrent callers take disjoint events."""
     now = timezone.now()

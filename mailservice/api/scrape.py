@@ -16,7 +16,7 @@ from prometheus_client.registry import REGISTRY, Collector
 
 from domains.models import Domain, SendingControl
 from messaging.outbound.relay_limits import relay_rate_status
-from messaging.selectors import queue_state
+from messaging.selectors import queue_state, report_gauges
 from webhooks.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 
@@ -25,7 +25,8 @@ class ScrapeCollector(Collector):
 
     Two queries on the queue's partial index (`message_pending_idx`: accepted messages by
     next_attempt_at), one each on the domains and the global switch, two on the webhook tables
-    (the pending count is served by the deliveries' partial index), and the shared relay rate (Redis).
+    (the pending count is served by the deliveries' partial index), two on DMARC and TLS reports of
+    the last day, and the shared relay rate (Redis).
     """
 
     def collect(self) -> Iterator[Metric]:
@@ -68,12 +69,34 @@ class ScrapeCollector(Collector):
             "Webhook endpoints disabled after 5 days of failures",
             WebhookEndpoint.objects.filter(enabled=False).count(),
         )
+        yield from _report_gauges()
         effective = relay_rate_status()["effective"]
         yield GaugeMetricFamily(
             "mailservice_relay_rate",
             "The relay rate in force for the fleet, messages per second (+Inf: unlimited)",
             float("inf") if effective is None else float(effective),
         )
+
+
+def _report_gauges() -> Iterator[Metric]:
+    """DMARC and TLS reports whose period ended in the last day, per domain that has any."""
+    figures = report_gauges()
+    pass_rate = GaugeMetricFamily(
+        "mailservice_dmarc_pass_rate",
+        "Share of the messages DMARC aggregate reports of the last day counted that passed DMARC",
+        labels=["domain"],
+    )
+    for name, rate in sorted(figures.dmarc_pass_rate.items()):
+        pass_rate.add_metric([name], rate)
+    yield pass_rate
+    failures = GaugeMetricFamily(
+        "mailservice_tls_report_failed_sessions",
+        "Failed TLS sessions towards the domain that SMTP TLS reports of the last day stated",
+        labels=["domain"],
+    )
+    for name, sessions in sorted(figures.tls_failed_sessions.items()):
+        failures.add_metric([name], float(sessions))
+    yield failures
 
 
 def exposition() -> bytes:

@@ -60,6 +60,27 @@ class EmailReceivedData(EmailEventData):
     raw_url = serializers.CharField(help_text="getMessageRaw with its expiring token; needs the API key")
 
 
+class DmarcReportSource(serializers.Serializer):
+    source_ip = serializers.CharField()
+    messages = serializers.IntegerField()
+    dmarc_pass = serializers.IntegerField(help_text="Messages that passed DMARC (DKIM or SPF aligned)")
+
+
+class DmarcReportData(serializers.Serializer):
+    """One DMARC aggregate report about the domain, counted as `manage.py dmarc_summary` counts (messages)."""
+
+    domain = serializers.CharField()
+    org_name = serializers.CharField(help_text="The reporter, as it names itself")
+    report_id = serializers.CharField()
+    begin = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    messages = serializers.IntegerField()
+    dmarc_pass = serializers.IntegerField()
+    dkim_aligned_pass = serializers.IntegerField()
+    spf_aligned_pass = serializers.IntegerField()
+    sources = DmarcReportSource(many=True)
+
+
 _DATA: dict[str, type[serializers.Serializer]] = {
     EventType.ACCEPTED: EmailEventData,
     EventType.DELIVERED: EmailSmtpEventData,
@@ -69,6 +90,7 @@ _DATA: dict[str, type[serializers.Serializer]] = {
     EventType.FAILED: EmailSmtpEventData,
     EventType.SUPPRESSED: EmailSmtpEventData,
     EventType.RECEIVED: EmailReceivedData,
+    EventType.DMARC_REPORT: DmarcReportData,
 }
 
 _SUMMARY: dict[str, str] = {
@@ -80,6 +102,7 @@ _SUMMARY: dict[str, str] = {
     EventType.FAILED: "Dispatch gave up on the message",
     EventType.SUPPRESSED: "A recipient was skipped: it is on the domain's suppression list",
     EventType.RECEIVED: "Mail arrived for the domain",
+    EventType.DMARC_REPORT: "A receiver's DMARC aggregate report about the domain was stored (once per report id)",
 }
 
 
@@ -89,7 +112,9 @@ def _event_serializer(event_type: str) -> serializers.Serializer:
         "type": serializers.ChoiceField(choices=[event_type]),
         "id": serializers.CharField(help_text="The event id (evt_…), the same in every retry: deduplicate on it"),
         "created_at": serializers.DateTimeField(),
-        "test": serializers.BooleanField(help_text="true for messages sent with a test key"),
+        "test": serializers.BooleanField(
+            help_text="true for messages sent with a test key (always false for domain.*)"
+        ),
         "data": _DATA[event_type](),
     }
     return type(f"{name}EventSerializer", (serializers.Serializer,), fields)()
@@ -116,3 +141,4 @@ EMAIL_COMPLAINED = _webhook(EventType.COMPLAINED.value)
 EMAIL_FAILED = _webhook(EventType.FAILED.value)
 EMAIL_SUPPRESSED = _webhook(EventType.SUPPRESSED.value)
 EMAIL_RECEIVED = _webhook(EventType.RECEIVED.value)
+DOMAIN_DMARC_REPORT = _webhook(EventType.DMARC_REPORT.value)

@@ -4,6 +4,8 @@ Three kinds of recipient are accepted:
 - an address on a verified domain: the mail is stored as a `received` message of that domain;
 - the VERP return path `bounces+<message id>.<tag>@<return-path domain>` (messaging.verp): the
   mail is a bounce or a complaint about that sent message;
+- `dmarc-reports@` and `tls-reports@` the return-path domain: DMARC aggregate and SMTP TLS reports,
+  stored per domain (messaging/inbound/aggregate/);
 - any other address at the return-path domain (e.g. the address registered with a provider's
   feedback loop): a report matched to a sent message by the Message-ID it quotes.
 Everything else is refused at RCPT, so the server never relays.
@@ -38,13 +40,16 @@ from django.db import transaction
 from django.utils import timezone
 
 from domains.models import Domain
+from domains.readiness import REPORT_MAILBOX, TLS_REPORT_MAILBOX
 from mailservice import metrics
 from mailservice.mailbox import InvalidAddress, canonical_domain, comparison_key, parse_address
 from messaging import sql
+from messaging.inbound.aggregate.services import aggregate_read, aggregate_store
 from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
 from messaging.models import (
     SUBMITTED,
+    AggregateKind,
     BounceType,
     Direction,
     EventType,
@@ -70,7 +75,11 @@ PARSE_BYTES = 2 * 1024 * 1024
 class RouteKind(StrEnum):
     RECEIVED = "received"
     REPORT = "report"
+    AGGREGATE = "aggregate"  # a DMARC aggregate or SMTP TLS report
     REFUSED = "refused"
+
+
+_AGGREGATE_MAILBOXES = {REPORT_MAILBOX: AggregateKind.DMARC, TLS_REPORT_MAILBOX: AggregateKind.TLS}
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,7 @@ class Route:
     kind: RouteKind
     domain: Domain | None = None  # the receiving domain (RECEIVED)
     verp: VerpId = NO_VERP  # the message a VERP address names (REPORT)
+    aggregate: AggregateKind | None = None  # which aggregate report (AGGREGATE)
 
 
 def _split(address: str) -> tuple[str, str]:
@@ -98,9 +108,13 @@ def _route_by_address(local: str, domain_name: str) -> Route | None:
     """The route the address alone decides (malformed, or a VERP return path); None when its domain decides."""
     if not local or not domain_name:
         return Route(RouteKind.REFUSED)
+    if domain_name != _return_path_domain():
+        return None
     tag, plus, suffix = local.lower().partition("+")
-    if domain_name == _return_path_domain() and tag == VERP_PREFIX:
+    if tag == VERP_PREFIX:
         return Route(RouteKind.REPORT, verp=verp_parse(suffix) if plus else NO_VERP)
+    if local.lower() in _AGGREGATE_MAILBOXES:
+        return Route(RouteKind.AGGREGATE, aggregate=_AGGREGATE_MAILBOXES[local.lower()])
     return None
 
 
@@ -440,6 +454,7 @@ def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) ->
     )
     by_domain: dict[str, list[str]] = {}  # recipients routed by their domain, by domain name
     verps: dict[VerpId, str] = {}  # one report per VERP id, even if several of its addresses were recipients
+    aggregates: set[AggregateKind] = set()  # each kind once, however many of its addresses were recipients
     for address in recipients:
         local, domain_name = _split(address)
         route = _route_by_address(local, domain_name)
@@ -447,9 +462,16 @@ def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) ->
             by_domain.setdefault(domain_name, []).append(address)
         elif route.kind == RouteKind.REPORT:
             verps.setdefault(route.verp, address)
+        elif route.aggregate is not None:
+            aggregates.add(route.aggregate)
+    # Read before the transaction: parsing and reverse lookups of a report's sources take a while.
+    aggregate_reads = [aggregate_read(kind=kind, raw=raw) for kind in sorted(aggregates)]
     refused: list[str] = []
     # Received mail alone is stored by one atomic statement; reports take several, in a transaction.
-    with transaction.atomic() if verps or _return_path_domain() in by_domain else nullcontext():
+    several = verps or aggregate_reads or _return_path_domain() in by_domain
+    with transaction.atomic() if several else nullcontext():
+        for read in aggregate_reads:
+            aggregate_store(read=read, envelope_from=envelope_from, raw=raw)
         stored = _store_on_verified_domains(by_domain=by_domain, envelope_from=envelope_from, parsed=parsed, raw=raw)
         for domain_name, addresses in by_domain.items():
             if domain_name in stored:

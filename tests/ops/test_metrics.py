@@ -2,15 +2,17 @@
 
 import re
 import uuid
+from datetime import timedelta
 
 import httpx
 import pytest
 from django.test import Client
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from apikeys.models import ApiKey
 from domains.services import sending_pause
-from messaging.models import Message, Status
+from messaging.models import DmarcRecord, DmarcReport, Message, ReportMail, Status, TlsReport
 from tests.api.wire import bearer, inline_body
 from tests.factories import ApiKeyFactory, DomainFactory, MessageFactory
 from tests.harness import FAST_DISPATCH, celery_worker, smtp_sink, wait_until, web_server
@@ -136,10 +138,50 @@ def test_queue_gauges_and_pause_state_are_read_at_scrape(token, domain):
 
 
 @pytest.mark.django_db
-def test_the_scrape_gauges_cost_six_queries(token, domain, django_assert_num_queries):
-    """The queue (2), the domains' and the global switch (2), the webhook backlog and disabled endpoints (2)."""
+def test_the_last_days_dmarc_pass_rate_and_tls_failures_are_gauges_per_domain(token, domain):
+    def mail() -> ReportMail:
+        return ReportMail.objects.create(kind="dmarc", outcome="stored", raw=b"")
+
+    now = timezone.now()
+    for report_id, ended, counts in [
+        ("new", now - timedelta(hours=3), (30, 10)),
+        ("old", now - timedelta(days=2), (5,)),
+    ]:
+        report = DmarcReport.objects.create(
+            domain=domain,
+            org_name="google.com",
+            report_id=report_id,
+            begin=ended - timedelta(days=1),
+            end=ended,
+            mail=mail(),
+        )
+        for index, count in enumerate(counts):  # the first source passes, the others fail
+            DmarcRecord.objects.create(
+                report=report, source_ip=f"192.0.2.{index}", count=count, dkim_aligned=index == 0, spf_aligned=False
+            )
+    TlsReport.objects.create(
+        domain=domain,
+        org_name="Google Inc.",
+        report_id="t",
+        begin=now - timedelta(days=1),
+        end=now,
+        successful_sessions=50,
+        failed_sessions=4,
+        mail=mail(),
+    )
+
+    samples = scrape(Client())
+
+    assert samples[("mailservice_dmarc_pass_rate", (("domain", domain.name),))] == 0.75
+    assert samples[("mailservice_tls_report_failed_sessions", (("domain", domain.name),))] == 4
+
+
+@pytest.mark.django_db
+def test_the_scrape_gauges_cost_eight_queries(token, domain, django_assert_num_queries):
+    """The queue (2), the domains' and the global switch (2), the webhook backlog and disabled endpoints (2),
+    the last day's DMARC and TLS reports (2)."""
     MessageFactory.create_batch(5, domain=domain, status=Status.ACCEPTED)
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(8):
         scrape(Client())
 
 
