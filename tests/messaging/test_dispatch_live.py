@@ -160,7 +160,7 @@ def test_a_permanent_550_bounces_the_message():
         stack.wait_for_status(message_id, "bounced")
 
     message = Message.objects.get(public_id=message_id)
-    assert (message.attempts, message.last_error) == (1, "550 5.7.1 Message rejected")
+    assert (message.attempts, message.last_error) == (1, "550 5.7.1 Message rejected (cause: policy)")
     assert sink.received == []
 
 
