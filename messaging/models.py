@@ -147,6 +147,17 @@ class BounceType(models.TextChoices):
     SOFT = "soft"  # temporary: the relay gave up on it, or refused it with a 4xx
 
 
+class ReplyCause(models.TextChoices):
+    """Why a receiver refused or deferred mail, read from its reply's codes (messaging/reply_causes.py)."""
+
+    AUTHENTICATION = "authentication"  # SPF, DKIM, DMARC, alignment or PTR failed: `fix_check` names the check
+    REPUTATION = "reputation"  # the sending address or domain is blocklisted or has a poor reputation
+    RATE_LIMITED = "rate_limited"  # too much mail, too fast: the receiver throttles
+    POLICY = "policy"  # another of the receiver's rules (RFC 3463 X.7.x) refused it
+    MAILBOX = "mailbox"  # the recipient's address or mailbox (RFC 3463 X.1.x, X.2.x)
+    OTHER = "other"  # a failure no known code explains
+
+
 @dataclass(frozen=True)
 class EventRecord:
     """An event to record, built by the code that knows what happened (dispatch, the sandbox, inbound)."""
@@ -160,6 +171,8 @@ class EventRecord:
     bounce_type: str = ""
     remote_host: str = ""
     feedback_type: str = ""
+    cause: str = ""
+    fix_check: str = ""
 
     def row(self, message: "Message") -> "MessageEvent":
         return MessageEvent(message=message, **asdict(self))
@@ -191,6 +204,21 @@ class MessageEvent(models.Model):
     )
     feedback_type = models.CharField(
         max_length=32, blank=True, default="", db_default="", help_text="A complaint's ARF Feedback-Type"
+    )
+    cause = models.CharField(
+        max_length=16,
+        choices=ReplyCause.choices,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Delays, bounces and failures: why, as the receiver's reply codes say",
+    )
+    fix_check = models.CharField(
+        max_length=16,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="An authentication refusal: the readiness check to fix (manage.py check_readiness DOMAIN)",
     )
     # The webhook outbox: NULL until webhooks/fanout.py has turned the event into deliveries. Every
     # INSERT leaves it NULL, the hand-written ones included, so no event escapes the outbox.

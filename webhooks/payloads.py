@@ -56,11 +56,13 @@ _STATUS_AFTER: dict[str, str] = {
 # Dispatch's own account of a retry, of giving up or of a skipped recipient ("attempt 2: 451 ..."):
 # published whole as the diagnostic. The reply behind it, if any, is in the row's fields for the console.
 _NOTES = {MessageEventType.DEFERRED, MessageEventType.FAILED, MessageEventType.SUPPRESSED}
+# The events that may carry a cause (messaging/reply_causes.py): a receiver deferred or refused.
+_FAILURES = {EventType.DELAYED, EventType.BOUNCED, EventType.FAILED}
 
 
 def event_fields(event: MessageEvent) -> dict[str, Any]:
     """The event's own fields in `data`: recipient, bounce_type, status_code, diagnostic,
-    smtp_response, feedback_type, as they apply. Copied from what the event row records as data
+    smtp_response, feedback_type, cause and fix_check, as they apply. Copied from what the event row records as data
     (the writers fill the fields: messaging/outbound/dispatch.py, its sandbox, messaging/inbound)."""
     public = PUBLIC_TYPE[event.type]
     fields: dict[str, Any] = {}
@@ -72,12 +74,17 @@ def event_fields(event: MessageEvent) -> dict[str, Any]:
         return fields
     if public in (EventType.ACCEPTED, EventType.RECEIVED):
         return fields
+    if public in _FAILURES and event.cause:
+        fields["cause"] = event.cause
+        if event.fix_check:
+            fields["fix_check"] = event.fix_check
     if event.type in _NOTES:
         if event.detail:
             fields["diagnostic"] = event.detail
         return fields
     if event.smtp_code is not None:
-        fields["smtp_response"] = event.detail  # the reply itself, as the relay (or the sandbox) gave it
+        # The reply itself, as the relay (or the sandbox) gave it: the detail adds the cause to it.
+        fields["smtp_response"] = f"{event.smtp_code} {event.diagnostic}".strip()
     elif event.diagnostic:
         fields["diagnostic"] = event.diagnostic
     if event.enhanced_status:

@@ -9,6 +9,8 @@ from drf_spectacular.utils import OpenApiResponse, OpenApiWebhook, extend_schema
 from rest_framework import serializers
 
 from mailservice.api.serializers import MessageSerializer
+from messaging.models import ReplyCause
+from messaging.reply_causes import FIX_CHECKS
 from webhooks.models import EventType
 
 SIGNATURE_NOTE = (
@@ -31,7 +33,22 @@ class EmailSmtpEventData(EmailEventData):
     smtp_response = serializers.CharField(required=False, help_text="The SMTP reply, e.g. `250 2.0.0 OK`")
 
 
-class EmailBouncedData(EmailSmtpEventData):
+class EmailFailureData(EmailSmtpEventData):
+    cause = serializers.ChoiceField(
+        choices=ReplyCause.values,
+        required=False,
+        help_text="Why the receiver deferred or refused it, when its reply says: authentication (SPF, DKIM, DMARC, "
+        "alignment, PTR), reputation (a blocklist, a poor reputation), rate_limited, policy (another of its rules), "
+        "mailbox (the address or mailbox), other",
+    )
+    fix_check = serializers.ChoiceField(
+        choices=FIX_CHECKS,
+        required=False,
+        help_text="With cause authentication: the readiness check to fix (`manage.py check_readiness DOMAIN`)",
+    )
+
+
+class EmailBouncedData(EmailFailureData):
     bounce_type = serializers.ChoiceField(choices=["hard", "soft"], help_text="hard: permanent (5.x.x); soft: 4.x.x")
 
 
@@ -84,10 +101,10 @@ class DmarcReportData(serializers.Serializer):
 _DATA: dict[str, type[serializers.Serializer]] = {
     EventType.ACCEPTED: EmailEventData,
     EventType.DELIVERED: EmailSmtpEventData,
-    EventType.DELAYED: EmailSmtpEventData,
+    EventType.DELAYED: EmailFailureData,
     EventType.BOUNCED: EmailBouncedData,
     EventType.COMPLAINED: EmailComplainedData,
-    EventType.FAILED: EmailSmtpEventData,
+    EventType.FAILED: EmailFailureData,
     EventType.SUPPRESSED: EmailSmtpEventData,
     EventType.RECEIVED: EmailReceivedData,
     EventType.DMARC_REPORT: DmarcReportData,

@@ -47,6 +47,8 @@ from messaging import sql
 from messaging.inbound.aggregate.services import aggregate_read, aggregate_store
 from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
+from messaging.inbound.reports.reading import LINE_LIMIT
+from messaging.inbound.reports.status_codes import SMTP_REPLY
 from messaging.models import (
     SUBMITTED,
     AggregateKind,
@@ -59,6 +61,7 @@ from messaging.models import (
     Suppression,
     SuppressionReason,
 )
+from messaging.reply_causes import NO_CAUSE, Explained, explain
 from messaging.safeguards import safeguard_check
 from messaging.suppressions import suppression_add
 from messaging.verp import UNSIGNED_GRACE, VERP_PREFIX, VerpId, verp_parse
@@ -306,21 +309,33 @@ _SUPPRESSION_REASON = {
 _UNDELIVERED = {EventType.BOUNCED, EventType.RECIPIENT_REJECTED, EventType.SUPPRESSED}
 
 
+def _explained(recipient: RecipientReport) -> Explained:
+    """Why the receiver refused or deferred, from the report's status and the reply its diagnostic quotes
+    ("smtp; 550 5.7.515 Access denied ..."); a complaint has no cause."""
+    if recipient.outcome == ReportedOutcome.COMPLAINT:
+        return NO_CAUSE
+    quoted = SMTP_REPLY.search(recipient.diagnostic[:LINE_LIMIT])
+    return explain(int(quoted.group(1)) if quoted else None, recipient.status, recipient.diagnostic)
+
+
 def _apply(*, message: Message, address: str, recipient: RecipientReport) -> bool:
     """Record one recipient's outcome; False when the same outcome was already recorded for it."""
     event_type = _EVENT[recipient.outcome]
     if MessageEvent.objects.filter(message=message, type=event_type, recipient=address).exists():
         return False
     feedback = f"feedback-type: {recipient.feedback_type}" if recipient.feedback_type else ""
+    explained = _explained(recipient)
     MessageEvent.objects.create(
         message=message,
         type=event_type,
         recipient=address,
-        detail=recipient.diagnostic or feedback,
+        detail=f"{recipient.diagnostic or feedback}{explained.note(message.domain.name)}",
         enhanced_status=recipient.status[:16],
         diagnostic=recipient.diagnostic,
         bounce_type=_BOUNCE_TYPE.get(recipient.outcome, ""),
         feedback_type=recipient.feedback_type[:32],
+        cause=explained.cause,
+        fix_check=explained.check,
     )
     metrics.report_recorded(domain=message.domain.name, outcome=recipient.outcome)
     if recipient.outcome in _SUPPRESSION_REASON:

@@ -49,7 +49,6 @@ from messaging.outbound.destinations import BatchHolds
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.outbound.fairness import fair_claim_ids
 from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_address, render_message
-from messaging.outbound.provider_rules import explained
 from messaging.outbound.relay_limits import is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.sandbox import sandbox_outcome
 from messaging.outbound.shaping import reply_of
@@ -65,6 +64,7 @@ from messaging.outbound.transports import (
     merged_results,
     transport,
 )
+from messaging.reply_causes import NO_CAUSE, Explained, explain
 from messaging.suppressions import active_suppressions
 
 logger = logging.getLogger(__name__)
@@ -192,23 +192,39 @@ def _retry(
     )
 
 
+def _explained(reply: Reply | None) -> Explained:
+    """Why the receiver refused or deferred, from `reply`'s codes (messaging/reply_causes.py)."""
+    return NO_CAUSE if reply is None else explain(reply.code, reply.enhanced_status, reply.text)
+
+
 def _reply_event(
-    kind: str, recipient: str, reply: Reply, *, detail: str | None = None, bounce: bool = False, host: str = ""
+    kind: str,
+    recipient: str,
+    reply: Reply,
+    *,
+    domain: str,
+    detail: str | None = None,
+    bounce: bool = False,
+    host: str = "",
 ) -> EventRecord:
-    """An event about the relay's `reply`, its parts recorded as fields; its detail is the reply itself unless given.
+    """An event about the relay's `reply`, its parts recorded as fields; its detail is the reply itself unless
+    given, with the failure's cause (and for an authentication refusal, the check of `domain` to fix).
     A bounce is soft when its enhanced status (else its reply code) is a 4xx one: decided here, once."""
     bounce_type = ""
     if bounce:
         bounce_type = BounceType.SOFT if (reply.enhanced_status or str(reply.code)).startswith("4") else BounceType.HARD
+    explained = _explained(reply)
     return EventRecord(
         kind,
         recipient,
-        explained(reply) if detail is None else detail,
+        f"{reply if detail is None else detail}{explained.note(domain)}",
         smtp_code=reply.code,
         enhanced_status=reply.enhanced_status,
         diagnostic=reply.text,
         bounce_type=bounce_type,
         remote_host=host or transport().host,
+        cause=explained.cause,
+        fix_check=explained.check,
     )
 
 
@@ -218,25 +234,28 @@ def _temporary(message: Message, error: str, reply: Reply | None = None) -> Send
         kind, detail = EventType.FAILED, f"attempt {message.attempts}, giving up: {error}"
     else:
         kind, detail = EventType.DEFERRED, f"attempt {message.attempts}: {error}"
-    event = EventRecord(kind, "", detail) if reply is None else _reply_event(kind, "", reply, detail=detail)
+    if reply is None:
+        event = EventRecord(kind, "", detail)
+    else:
+        event = _reply_event(kind, "", reply, domain=message.domain.name, detail=detail)
     if kind == EventType.FAILED:
         return SendOutcome(Status.FAILED, [event], error)
     return _retry([event], error)
 
 
 def _classify(message: Message, result: SendResult) -> SendOutcome:
+    domain = message.domain.name
     rejected = [
-        _reply_event(EventType.RECIPIENT_REJECTED, rcpt, reply, bounce=True, host=result.remote_host)
+        _reply_event(EventType.RECIPIENT_REJECTED, rcpt, reply, domain=domain, bounce=True, host=result.remote_host)
         for rcpt, reply in result.refused.items()
     ]
     if result.delivered:
-        return SendOutcome(
-            Status.DELIVERED, [*rejected, _reply_event(EventType.DELIVERED, "", result.final, host=result.remote_host)]
-        )
+        delivered = _reply_event(EventType.DELIVERED, "", result.final, domain=domain, host=result.remote_host)
+        return SendOutcome(Status.DELIVERED, [*rejected, delivered])
     replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
     if all(reply.code >= 500 for reply in replies):
-        bounced = _reply_event(EventType.BOUNCED, "", result.final, bounce=True, host=result.remote_host)
-        return SendOutcome(Status.BOUNCED, [*rejected, bounced], explained(result.final))
+        bounced = _reply_event(EventType.BOUNCED, "", result.final, domain=domain, bounce=True, host=result.remote_host)
+        return SendOutcome(Status.BOUNCED, [*rejected, bounced], bounced.detail)
     return _temporary(message, str(result.final), result.final)
 
 
@@ -435,12 +454,20 @@ def _relay_permit() -> None:
 
 
 def _not_sent(
-    message: Message, *, retry_at: datetime, why: str, slow_down: bool = False, follow_up: bool = False
+    message: Message,
+    *,
+    retry_at: datetime,
+    why: str,
+    slow_down: bool = False,
+    follow_up: bool = False,
+    reply: Reply | None = None,
 ) -> SendOutcome:
     """Put a claimed message back until `retry_at` without using an attempt: held, or the relay or a
-    destination asked to slow down (or is at its limits)."""
-    detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC"
-    event = EventRecord(EventType.DEFERRED, "", detail)
+    destination asked to slow down (or is at its limits) with `reply`, whose cause the event carries."""
+    explained = _explained(reply)
+    note = explained.note(message.domain.name)
+    detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC{note}"
+    event = EventRecord(EventType.DEFERRED, "", detail, cause=explained.cause, fix_check=explained.check)
     return _retry([event], why, retry_at=retry_at, charged=False, slow_down=slow_down, follow_up=follow_up)
 
 
@@ -450,15 +477,15 @@ def _throttles_in_a_row(message: Message) -> int:
     return len(list(takewhile(lambda event: event[0] == EventType.DEFERRED and THROTTLE_MARK in event[1], recent)))
 
 
-def _slowed_down(message: Message, why: str, *, retry_at: datetime, relay: bool) -> SendOutcome:
-    """A slow-down answer: put back without using an attempt, unless FREE_THROTTLES in a row already were;
-    then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell)."""
+def _slowed_down(message: Message, why: str, *, reply: Reply, retry_at: datetime, relay: bool) -> SendOutcome:
+    """A slow-down answer (`reply`): put back without using an attempt, unless FREE_THROTTLES in a row already
+    were; then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell)."""
     in_a_row = _throttles_in_a_row(message)
     if in_a_row >= FREE_THROTTLES:
-        charged = _temporary(message, f"{why} ({FREE_THROTTLES} times in a row without using an attempt)")
+        charged = _temporary(message, f"{why} ({FREE_THROTTLES} times in a row without using an attempt)", reply)
         return replace(charged, slow_down=relay)
     retry_at += _throttle_pause(in_a_row)
-    return _not_sent(message, retry_at=retry_at, why=why, slow_down=relay, follow_up=not relay)
+    return _not_sent(message, retry_at=retry_at, why=why, slow_down=relay, follow_up=not relay, reply=reply)
 
 
 def _throttle_pause(in_a_row: int) -> timedelta:
@@ -469,11 +496,11 @@ def _throttle_pause(in_a_row: int) -> timedelta:
     return timedelta(seconds=min(seconds, THROTTLE_PAUSE_MAX_SECONDS))
 
 
-def _destination_limited(message: Message, refusal: NotSent) -> SendOutcome:
+def _destination_limited(message: Message, refusal: NotSent, reply: Reply) -> SendOutcome:
     """Direct delivery held the message back untried: a destination's limit (connection cap, rate, a
-    slow-down answer) or its pool's warm-up caps. A follow-up batch comes for what is due within seconds."""
+    slow-down answer: `reply`) or its pool's warm-up caps. A follow-up batch comes for what is due within seconds."""
     if refusal.throttle:
-        return _slowed_down(message, refusal.why, retry_at=refusal.until, relay=False)
+        return _slowed_down(message, refusal.why, reply=reply, retry_at=refusal.until, relay=False)
     soon = refusal.until - timezone.now() <= timedelta(seconds=FOLLOW_UP_HORIZON)
     return _not_sent(message, retry_at=refusal.until, why=refusal.why, follow_up=soon)
 
@@ -585,13 +612,13 @@ class _Transactions:
             # Held back (a pool's warm-up caps, a destination's limits): a transaction that follows one
             # already begun waits rather than being held back, so this is normally the first.
             if result.not_sent is not None and not self._delivered_any():
-                return _destination_limited(self.message, result.not_sent)
+                return _destination_limited(self.message, result.not_sent, result.final)
             if result.not_sent is None and is_slow_down(result.final) and not result.delivered:
                 relay_slow_down(reply=str(result.final))
                 if not self._delivered_any():
                     # Due again at once: the lowered shared rate spaces the next tries, whichever worker makes them.
                     why = f"the relay {THROTTLE_MARK}: {result.final}"
-                    return _slowed_down(self.message, why, retry_at=timezone.now(), relay=True)
+                    return _slowed_down(self.message, why, reply=result.final, retry_at=timezone.now(), relay=True)
                 self.slow_down = True
             if (hold_end := self.batch.holds.observe(result, addresses)) is not None:
                 self.hold_ends.append(hold_end)
@@ -720,7 +747,7 @@ def _connection_failed(message: Message, exc: OSError | smtplib.SMTPException | 
     if reply is not None and is_slow_down(reply):
         relay_slow_down(reply=str(reply))
         why = f"the relay {THROTTLE_MARK} before the message: {reply}"
-        return _slowed_down(message, why, retry_at=timezone.now(), relay=True)
+        return _slowed_down(message, why, reply=reply, retry_at=timezone.now(), relay=True)
     if isinstance(exc, ConnectionRefusedError):
         relay_slow_down(reply=error)  # refused at the relay's connection cap: the fleet backs off together
     return _temporary(message, error)

@@ -9,6 +9,7 @@ sees what production would.
 
 from messaging.models import BounceType, EventRecord, EventType, Status
 from messaging.outbound.transports import Reply
+from messaging.reply_causes import explain
 
 SIMULATOR_DOMAIN = "simulator.test"
 # The replies a relay would give, recorded as it would record them (its detail: the reply itself).
@@ -18,14 +19,18 @@ SOFT_BOUNCE = Reply(452, "4.2.2 simulated soft bounce: mailbox full (test key)")
 
 
 def _simulated(kind: str, address: str, reply: Reply, bounce_type: str = "") -> EventRecord:
+    # The simulated failures are about mailboxes: their cause never names a domain's check to fix.
+    explained = explain(reply.code, reply.enhanced_status, reply.text)
     return EventRecord(
         kind,
         address,
-        str(reply),
+        f"{reply}{explained.note(domain=SIMULATOR_DOMAIN)}",
         smtp_code=reply.code,
         enhanced_status=reply.enhanced_status,
         diagnostic=reply.text,
         bounce_type=bounce_type,
+        cause=explained.cause,
+        fix_check=explained.check,
     )
 
 

@@ -161,9 +161,9 @@ def test_a_batch_is_a_list_of_send_requests(document):
 def test_every_object_is_closed(document):
     objects = _objects(document["components"]) + _objects(document["paths"])
     # ApiError, its detail, the two send variants, TemplateReference, 3 responses, the batch's request
-    # and response; then the webhooks section's 9 events and the 9 shapes they use (domain.dmarc_report's
-    # data and its sources among them).
-    assert len(objects) == 10 + 18
+    # and response; then the webhooks section's 9 events and the 10 shapes they use (domain.dmarc_report's
+    # data and its sources, and the failure events' data among them).
+    assert len(objects) == 10 + 19
     assert all(schema.get("additionalProperties") is False for schema in objects), [
         sorted(schema["properties"]) for schema in objects if schema.get("additionalProperties") is not False
     ]

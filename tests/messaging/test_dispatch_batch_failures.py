@@ -75,7 +75,10 @@ def test_a_slow_down_after_one_recipient_got_the_message_records_it_and_gives_th
     assert follow_ups == [1]
     assert stored(message) == (Status.DELIVERED, 1, None, [(EventType.RECIPIENT_REJECTED,), (EventType.DELIVERED,)])
     refused = message.events.get(type=EventType.RECIPIENT_REJECTED)
-    assert (refused.recipient, refused.detail) == ("b@example.org", "421 4.7.0 Too many messages, closing")
+    assert (refused.recipient, refused.detail) == (
+        "b@example.org",
+        "421 4.7.0 Too many messages, closing (cause: rate_limited)",
+    )
     assert stored(rest) == (Status.ACCEPTED, 0, None, [])
     assert "421 4.7.0" in relay_rate_status()["reason"]
     assert [received.rcpt_tos for received in sink.received] == [["a@example.org"]]

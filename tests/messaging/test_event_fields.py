@@ -55,12 +55,20 @@ def recorded(event: MessageEvent) -> tuple:
         (
             "554 5.7.1 rejected by policy",
             Status.BOUNCED,
-            (EventType.BOUNCED, "", "554 5.7.1 rejected by policy", 554, "5.7.1", "5.7.1 rejected by policy", "hard"),
+            (
+                EventType.BOUNCED,
+                "",
+                "554 5.7.1 rejected by policy (cause: policy)",
+                554,
+                "5.7.1",
+                "5.7.1 rejected by policy",
+                "hard",
+            ),
         ),
         (
             "550 no such user",
             Status.BOUNCED,
-            (EventType.BOUNCED, "", "550 no such user", 550, "", "no such user", "hard"),
+            (EventType.BOUNCED, "", "550 no such user (cause: mailbox)", 550, "", "no such user", "hard"),
         ),
     ],
     ids=["2xx", "4xx", "5xx", "5xx-without-enhanced-status"],
@@ -90,7 +98,7 @@ def test_a_refused_recipient_is_recorded_with_its_reply_and_bounce_type(sink, re
     assert recorded(rejected) == (
         EventType.RECIPIENT_REJECTED,
         "carol@example.org",
-        refusal,
+        f"{refusal} (cause: mailbox)",
         int(code),
         text.split()[0],
         text,

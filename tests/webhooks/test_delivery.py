@@ -83,7 +83,8 @@ def test_a_delivery_is_signed_per_standard_webhooks_and_carries_the_message(doma
     [
         (
             MessageEventType.DELIVERED,
-            {"detail": "250 2.0.0 OK: queued", "smtp_code": 250, "enhanced_status": "2.0.0"},
+            {"detail": "250 2.0.0 OK: queued", "smtp_code": 250, "enhanced_status": "2.0.0"}
+            | {"diagnostic": "2.0.0 OK: queued"},
             {"smtp_response": "250 2.0.0 OK: queued", "status_code": "2.0.0"},
         ),
         (
@@ -100,6 +101,20 @@ def test_a_delivery_is_signed_per_standard_webhooks_and_carries_the_message(doma
             MessageEventType.DEFERRED,
             {"detail": "attempt 1: 451 try later", "smtp_code": 451, "diagnostic": "try later"},
             {"diagnostic": "attempt 1: 451 try later"},
+        ),
+        (
+            MessageEventType.BOUNCED,
+            {"detail": "550 5.7.26 DMARC (cause: authentication — fix the dmarc check: …)", "smtp_code": 550}
+            | {"diagnostic": "5.7.26 DMARC", "cause": "authentication", "fix_check": "dmarc", "bounce_type": "hard"},
+            {"smtp_response": "550 5.7.26 DMARC", "bounce_type": "hard", "cause": "authentication"}
+            | {"fix_check": "dmarc"},
+        ),
+        (
+            MessageEventType.FAILED,
+            {"detail": "attempt 5, giving up: 421 4.7.28 rate limited (cause: rate_limited)", "smtp_code": 421}
+            | {"cause": "rate_limited"},
+            {"diagnostic": "attempt 5, giving up: 421 4.7.28 rate limited (cause: rate_limited)"}
+            | {"cause": "rate_limited"},
         ),
         (MessageEventType.COMPLAINED, {"detail": "abuse", "feedback_type": "abuse"}, {"feedback_type": "abuse"}),
         (

@@ -28,6 +28,7 @@ RECORDED = {
         "enhanced_status": "5.1.1",
         "diagnostic": "smtp; 550 user unknown",
         "bounce_type": "hard",
+        "cause": "mailbox",
     },
     MessageEventType.SOFT_BOUNCED: {"enhanced_status": "4.2.2", "bounce_type": "soft"},
     MessageEventType.RECIPIENT_REJECTED: {
@@ -37,7 +38,9 @@ RECORDED = {
         "diagnostic": "5.1.1 no such user",
         "bounce_type": "hard",
     },
-    MessageEventType.DEFERRED: {"detail": "attempt 1: 451 4.3.0 try later", "smtp_code": 451},
+    MessageEventType.DEFERRED: {"detail": "attempt 1: 451 4.3.0 try later", "smtp_code": 451, "cause": "other"},
+    MessageEventType.FAILED: {"detail": "attempt 5, giving up: 421 4.7.26 DMARC", "smtp_code": 421}
+    | {"cause": "authentication", "fix_check": "dmarc"},
     MessageEventType.COMPLAINED: {"detail": "feedback-type: abuse", "feedback_type": "abuse"},
 }
 
