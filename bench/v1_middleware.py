@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from types import FrameType
 from typing import Any
 
 from bench.stack import (
@@ -59,7 +60,7 @@ BODY = {"from": "Bench <bench@bench.example.com>", "to": "bob@example.org", "sub
 @dataclass(frozen=True)
 class Timing:
     per_second: float  # requests per second of wall time
-    cpu_us: float  # this thread's CPU per request: what a loaded machine's other processes do not change
+    cpu_us: float  # this thread's CPU per request: what a loaded machine's other processes change less
 
 
 def _timed(call: Callable[[], Any], requests: int) -> Timing:
@@ -71,13 +72,34 @@ def _timed(call: Callable[[], Any], requests: int) -> Timing:
     return Timing(per_second=requests / (time.perf_counter() - started), cpu_us=cpu / requests * 1e6)
 
 
-def _endpoint_timings(key: str, *, requests: int, rounds: int) -> dict[tuple[str, str], list[Timing]]:
-    """Timings per (endpoint, chain), each chain measured `rounds` times, in turn."""
+def _python_calls(call: Callable[[], Any], requests: int = 50) -> float:
+    """Python function calls per request: the same on a quiet and on a loaded machine."""
+    calls = 0
+
+    def count(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        for _ in range(requests):
+            call()
+    finally:
+        sys.setprofile(None)
+    return calls / requests
+
+
+def _endpoint_timings(
+    key: str, *, requests: int, rounds: int
+) -> tuple[dict[tuple[str, str], list[Timing]], dict[tuple[str, str], float]]:
+    """Timings per (endpoint, chain), each chain measured `rounds` times, in turn; Python calls per request."""
     from django.conf import settings
     from django.test import Client, override_settings
 
     chains = {"before": BEFORE, "now": settings.MIDDLEWARE}
     timings: dict[tuple[str, str], list[Timing]] = {}
+    calls: dict[tuple[str, str], float] = {}
     for _ in range(rounds):
         for name, chain in chains.items():
             with override_settings(MIDDLEWARE=chain):
@@ -90,7 +112,8 @@ def _endpoint_timings(key: str, *, requests: int, rounds: int) -> dict[tuple[str
                 read = partial(client.get, message)
                 for label, call in (("POST /v1/send", send), ("GET /v1/messages/{id}", read)):
                     timings.setdefault((label, name), []).append(_timed(call, requests))
-    return timings
+                    calls[label, name] = _python_calls(call)
+    return timings, calls
 
 
 def _chain_microseconds(chain: list[str], *, cookies: dict[str, str], requests: int) -> float:
@@ -138,17 +161,21 @@ def main() -> None:
     configure_django(services)
     with postgres_database(services.database_url):
         key = create_key(server_env(), domain="bench.example.com")
-        timings = _endpoint_timings(key, requests=arguments.requests, rounds=arguments.rounds)
+        timings, calls = _endpoint_timings(key, requests=arguments.requests, rounds=arguments.rounds)
         bare = _layer_costs(cookies={}, requests=arguments.requests, rounds=arguments.rounds)
         with_cookies = _layer_costs(cookies=COOKIES, requests=arguments.requests, rounds=arguments.rounds)
-    print("| endpoint | requests/s before → now | Django's CPU µs per request before → now |\n| --- | --- | --- |")
+    print(
+        "| endpoint | requests/s before → now | Django's CPU µs per request before → now "
+        "| Python calls per request before → now |\n| --- | --- | --- | --- |"
+    )
     for endpoint in ("POST /v1/send", "GET /v1/messages/{id}"):
         before, now = (timings[endpoint, chain] for chain in ("before", "now"))
         rates = [statistics.median(timing.per_second for timing in side) for side in (before, now)]
         cpu = [min(timing.cpu_us for timing in side) for side in (before, now)]
         print(
             f"| `{endpoint}` | {rates[0]:,.0f} → {rates[1]:,.0f} ({rates[1] / rates[0] - 1:+.0%}) "
-            f"| {cpu[0]:,.0f} → {cpu[1]:,.0f} ({cpu[1] - cpu[0]:+,.0f}) |"
+            f"| {cpu[0]:,.0f} → {cpu[1]:,.0f} ({cpu[1] - cpu[0]:+,.0f}) "
+            f"| {calls[endpoint, 'before']:,.0f} → {calls[endpoint, 'now']:,.0f} |"
         )
     print("\n| layer | CPU µs per /v1/ request, no cookies | with a console user's cookies |\n| --- | --- | --- |")
     for (name, alone), (_, cookied) in zip(bare, with_cookies, strict=True):

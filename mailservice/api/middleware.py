@@ -34,6 +34,7 @@ def max_body_bytes(path: str) -> int:
 
 
 def is_api(path: str) -> bool:
+    """A path of the HTTP API, which runs without the console's middleware (ConsoleLayers)."""
     return path.startswith(API_PREFIX)
 
 

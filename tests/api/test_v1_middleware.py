@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from django.utils.module_loading import import_string
 
@@ -80,6 +81,13 @@ def test_a_console_request_passes_through_every_middleware(db):
         client.get("/admin/login/")
 
     assert set(calls) == {import_string(path).__name__ for path in django_settings.MIDDLEWARE}
+
+
+def test_console_layers_without_their_end_is_a_configuration_error(settings):
+    settings.MIDDLEWARE = [path for path in settings.MIDDLEWARE if not path.endswith(".ConsoleLayersEnd")]
+
+    with pytest.raises(ImproperlyConfigured, match="ConsoleLayersEnd"):
+        Client().get("/healthz")
 
 
 def _send(client: Client, key: ApiKey, **changes: Any) -> Any:
