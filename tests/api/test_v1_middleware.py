@@ -186,3 +186,13 @@ def test_axes_still_locks_out_console_sign_ins(db, settings):
     locked = client.post("/admin/login/", {"username": "ops", "password": "the-right-passphrase"})
 
     assert locked.status_code == 429
+
+
+def test_a_signed_in_console_session_does_not_authenticate_the_api(db):
+    client = Client()
+    client.force_login(User.objects.create_superuser("ops", password="the-right-passphrase"))
+
+    response = client.get("/v1/messages")
+
+    assert_api_error(response, 401, "Unauthorized")
+    assert not response.cookies
