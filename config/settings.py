@@ -83,20 +83,24 @@ INSTALLED_APPS = [
     "webhooks",
 ]
 
+# Every request passes through the first five; the console's layers, between ConsoleLayers and
+# ConsoleLayersEnd, run for every path but /v1/ (docs/architecture.md, "One request, two paths").
 MIDDLEWARE = [
     "mailservice.api.middleware.RequestIdMiddleware",
     "mailservice.api.middleware.ApiErrorMiddleware",
+    "django.middleware.security.SecurityMiddleware",  # before the rate limit: its 429 and 413 carry the headers too
     "mailservice.api.middleware.RateLimitMiddleware",
-    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "mailservice.api.middleware.ConsoleLayers",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "axes.middleware.AxesMiddleware",  # last, as django-axes requires
+    "axes.middleware.AxesMiddleware",  # last of the console's layers, as django-axes requires
+    "mailservice.api.middleware.ConsoleLayersEnd",
 ]
 
 # --- The console's login: throttled per user name, from whatever addresses (django-axes) ---

@@ -1,11 +1,13 @@
-"""Cross-cutting HTTP behaviour: request ids, the error envelope, rate limiting, body size."""
+"""Cross-cutting HTTP behaviour: request ids, the error envelope, rate limiting, body size, and the
+split between what every request passes through and the console's own layers, which /v1/ skips."""
 
 import logging
 import secrets
+import threading
 from collections.abc import Callable
 
 from django.conf import settings
-from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+from django.core.exceptions import BadRequest, ImproperlyConfigured, PermissionDenied, SuspiciousOperation
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 
@@ -22,6 +24,7 @@ logger = logging.getLogger(__name__)
 GetResponse = Callable[[HttpRequest], HttpResponse]
 
 
+API_PREFIX = "/v1/"
 BATCH_PATH = "/v1/send/batch"  # the one path with a body limit of its own (tests/api/test_send_batch.py checks the URL)
 
 
@@ -30,8 +33,49 @@ def max_body_bytes(path: str) -> int:
     return settings.MAILSERVICE_BATCH_MAX_BYTES if path == BATCH_PATH else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
+def is_api(path: str) -> bool:
+    """A path of the HTTP API, which runs without the console's middleware (ConsoleLayers)."""
+    return path.startswith(API_PREFIX)
+
+
 def _is_console(request: HttpRequest) -> bool:
     return request.path.startswith(("/admin/", "/docs/"))
+
+
+# ConsoleLayersEnd, built first (Django builds the chain from the last entry of MIDDLEWARE to the first),
+# leaves here the rest of the chain after it for ConsoleLayers, built next by the same thread.
+_built = threading.local()
+
+
+class ConsoleLayers:
+    """Opens the console's layers in MIDDLEWARE (sessions, CSRF, CSP, messages, ...): a /v1/ request skips them.
+
+    Everything between this entry and ConsoleLayersEnd runs for every other path; a /v1/ request goes
+    straight to what follows ConsoleLayersEnd (the view), so it never reads or sets a session or CSRF
+    cookie and pays for none of those layers (docs/architecture.md, "One request, two paths"). The
+    layers stay listed in MIDDLEWARE by name, as Django's and django-axes' system checks require.
+    """
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.console = get_response
+        try:
+            self.api = _built.__dict__.pop("after_console_layers")
+        except KeyError:
+            raise ImproperlyConfigured("ConsoleLayers needs ConsoleLayersEnd after it in MIDDLEWARE") from None
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.api(request) if is_api(request.path) else self.console(request)
+
+
+class ConsoleLayersEnd:
+    """Closes the console's layers opened by ConsoleLayers; it passes every request on unchanged."""
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+        _built.after_console_layers = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
 
 
 class RequestIdMiddleware:
@@ -105,7 +149,7 @@ class RateLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if not request.path.startswith("/v1/"):
+        if not is_api(request.path):
             return self.get_response(request)
         counted = request_counted_reading(ip=client_ip(request), also_read=VERSION_KEY)
         request.keys_version = counted.also_read  # type: ignore[attr-defined]  # read by BearerKeyAuthentication
