@@ -3,6 +3,7 @@
 from bench.scenario import Scenario
 from bench.scenarios import (
     accept,
+    batch,
     delivery_control,
     dispatch,
     embedded,
@@ -27,6 +28,7 @@ SCENARIOS: dict[str, Scenario] = {
         delivery_control.FAIRNESS,
         delivery_control.RELAY,
         webhooks.SCENARIO,
+        batch.SCENARIO,
         memory.SCENARIO,
     ]
 }
