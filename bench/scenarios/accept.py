@@ -10,9 +10,11 @@ alternating rounds; then the send path open-loop at half its peak. Each measurem
 CPU time (gunicorn master and workers, /proc), so each row has a CPU cost per request that the load on the
 shared machine does not move much.
 
-The load generator is bench/load.py (wrk is not installed here): every target gets the same one, each
-request on its own connection as a sync gunicorn worker serves it anyway, and the results say how busy the
-generator's processes were, so a saturated generator shows.
+The load generator is bench/load.py for every target, each request on its own connection as a sync
+gunicorn worker serves it anyway; the results say how busy its processes were, so a saturated generator
+shows. It costs about 0.43 ms of CPU per request against wrk's 0.12 (measured side by side on R0), so on
+a quiet 2-core machine it cannot drive R0 to the ~4,000 requests/s wrk reaches: R0 then reads low and the
+ratios to it high (docs/benchmarks.md).
 """
 
 import argparse
