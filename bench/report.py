@@ -112,6 +112,20 @@ def busy_with_other_work() -> bool:
     return os.getloadavg()[1] > (os.cpu_count() or 1)
 
 
+def goals_table(sections: list[Section]) -> list[str]:
+    """Every ratio that has a goal, from every section, with its verdict: the run's summary, read first."""
+    rows = [
+        _row([section.title, ratio.name, f"{ratio.value:.2f}", ratio.goal, {True: "yes", False: "**no**"}[ratio.met]])
+        for section in sections
+        for ratio in section.ratios
+        if ratio.met is not None
+    ]
+    if not rows:
+        return []
+    header = ["## Goals", "", "| section | figure | value | goal | met |", "| --- | --- | --- | --- | --- |"]
+    return [*header, *rows, ""]
+
+
 def write_results(
     path: Path, *, command: str, machine_info: dict[str, str], sections: list[Section], busy_at_start: bool
 ) -> None:
@@ -137,6 +151,7 @@ def write_results(
         *(_row([key, value]) for key, value in machine_info.items()),
         _row(["load average at the end (the bench's own scenarios included)", _loadavg()]),
         "",
+        *goals_table(sections),
         *(section.markdown() for section in sections),
     ]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -142,6 +142,39 @@ def server(env: dict[str, str], *, workers: int) -> Iterator[str]:
 
 
 @contextmanager
+def reference_server(services: Services, *, workers: int) -> Iterator[str]:
+    """bench.reference (R0 at /r0, R1 at /r1) on gunicorn sync workers, writing to the bench's database and
+    Redis whatever the product under test uses; yields the base URL."""
+    from bench.reference.schema import create_tables
+    from tests.harness import BIN, answers_http, child_server
+
+    create_tables(services.database_url)
+    command = [str(BIN / "gunicorn"), "bench.reference.wsgi", "--workers", str(workers), "--bind", "127.0.0.1:{port}"]
+    env = {
+        "DJANGO_SETTINGS_MODULE": "bench.reference.settings",
+        "DATABASE_URL": services.database_url,
+        "REDIS_URL": services.redis_url,
+    }
+    with child_server(
+        command, name="reference", ready=lambda port: answers_http(f"http://127.0.0.1:{port}/r0"), env=env
+    ) as child:
+        yield f"http://127.0.0.1:{child.port}"
+
+
+@contextmanager
+def durable_inbound_sink(services: Services) -> Iterator["ChildServer"]:
+    """bench.reference.inbound (bare aiosmtpd committing each raw message before its 250) in a process of its own."""
+    from bench.reference.schema import create_tables
+    from tests.harness import child_server, serves_smtp
+
+    create_tables(services.database_url)
+    command = [sys.executable, "-m", "bench.reference.inbound", "--port", "{port}"]
+    command += ["--database-url", services.database_url]
+    with child_server(command, name="durable-sink", ready=serves_smtp, env={}) as child:
+        yield child
+
+
+@contextmanager
 def discard_sink(*options: str, tls: tuple[str, str] | None = None) -> Iterator["ChildServer"]:
     """bench.sink (accepts and discards every message) in a process of its own; `options` e.g. its throttling;
     STARTTLS with `tls` (cert, key)."""

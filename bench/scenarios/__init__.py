@@ -3,6 +3,7 @@
 from bench.scenario import Scenario
 from bench.scenarios import (
     accept,
+    batch,
     delivery_control,
     dispatch,
     embedded,
@@ -29,6 +30,7 @@ SCENARIOS: dict[str, Scenario] = {
         delivery_control.RELAY,
         isolation.SCENARIO,
         webhooks.SCENARIO,
+        batch.SCENARIO,
         memory.SCENARIO,
     ]
 }

@@ -22,10 +22,11 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
             CELERY_BROKER_URL="",
         )
         migrate(env)
-        embedded = accept.measure(args, env, domain=accept.DOMAIN)
+        embedded = accept.measure(args, env, domain=accept.DOMAIN, services=ctx.services)
     summary = (
         "Scenario 1 on the zero-setup mode: one SQLite file, no Redis, no broker, DEBUG off, "
-        "gunicorn with the same workers; its ceiling is measured on the same SQLite stack."
+        "gunicorn with the same workers; the views on the product's stack run on the same SQLite stack, the "
+        "references R0 and R1 are scenario 1's (PostgreSQL and Redis)."
     )
     return [
         accept.section(

@@ -39,19 +39,25 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         "## 9. Relay rate",
         "## 10. Webhook delivery",
         "## 11. Memory over many sends",
+        "## 12. Batch sending",
     )
     for heading in headings:
         assert heading in results
     assert results.count("EXPLAIN (ANALYZE, BUFFERS) of the list query") == 4  # two pages at two sizes
     assert "product / django-post-office" in results and "run_inbound_smtp / bare aiosmtpd" in results
+    assert "run_inbound_smtp / (aiosmtpd + durable commit)" in results
     assert "run_submission_smtp / bare aiosmtpd with TLS" in results and "p99 during purge / unloaded" in results
     # At this size the planner may take any plan; bench/results/retention-purge.md shows the index at 1 000 000 rows.
     assert "EXPLAIN (ANALYZE, BUFFERS) of the query that finds one purge batch" in results
-    assert "send / bare ceiling throughput, 1 recipient" in results and "requests/s per core" in results
+    assert "single send / R1 (durable reference) throughput, 1 recipient" in results
+    assert "requests/s per core" in results
+    assert "single send / R0 (bare reference) throughput, 1 recipient" in results
+    assert "messages/s through batches of" in results and "-message batch at 4 clients" in results
+    assert "## Goals" in results
     assert "product / bare httpx loop, deliveries per second" in results and "(flat)" in results
-    # Where the machine's CPU went, for the product and its ceiling or peer in scenarios 1, 2, 4 and 5.
-    assert results.count("Where the CPU went") == 8 and "PostgreSQL" in results
+    # Where the machine's CPU went, for the product and its ceilings, references or peer in scenarios 1, 2, 4 and 5.
+    assert results.count("Where the CPU went") == 11 and "PostgreSQL" in results
     assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
     plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "submission.png"}
-    plots |= {"fairness.png", "relay.png"}
+    plots |= {"fairness.png", "relay.png", "batch.png"}
     assert {path.name for path in tmp_path.glob("*.png")} == plots
