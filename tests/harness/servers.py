@@ -12,6 +12,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 import redis
@@ -243,6 +244,61 @@ class PostgresCluster:
         """Stop the server and delete the cluster."""
         with suppress(subprocess.CalledProcessError):
             self.pg_ctl("stop")
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class PgBouncer(ChildProcess):
+    """Debian's pgbouncer in transaction pooling mode on a free loopback port, in front of the PostgreSQL
+    of `database_url`: at most `pool_size` server connections for its database, however many clients.
+
+    pgbouncer refuses to run as root, so it runs as the `postgres` user when we are root. `admin` reads
+    its console (SHOW POOLS, SHOW STATS, ...)."""
+
+    BINARY = "/usr/sbin/pgbouncer"
+
+    def __init__(self, database_url: str, *, pool_size: int) -> None:
+        target = urlsplit(database_url)
+        self.port, self.user, self.database = free_port(), target.username or "postgres", target.path.lstrip("/")
+        self.directory = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
+        (self.directory / "userlist.txt").write_text(f'"{self.user}" ""\n')
+        config = self.directory / "pgbouncer.ini"
+        config.write_text(
+            "[databases]\n"
+            f"{self.database} = host={target.hostname} port={target.port or 5432}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self.directory / 'userlist.txt'}\nadmin_users = {self.user}\n"
+            f"pool_mode = transaction\ndefault_pool_size = {pool_size}\nreserve_pool_size = 0\n"
+            "max_client_conn = 1000\n"
+        )
+        if os.geteuid() == 0:
+            shutil.chown(self.directory, "postgres", "postgres")
+        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        super().__init__(
+            [*as_postgres, self.BINARY, str(config)],
+            name="pgbouncer",
+            env=dict(os.environ),
+            ready=lambda: _accepts_connections(self.port),
+            ready_timeout=10,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"postgres://{self.user}@127.0.0.1:{self.port}/{self.database}"
+
+    def admin(self, command: str) -> list[dict[str, object]]:
+        """The rows of an admin console command (the console speaks only the simple query protocol, which
+        psycopg uses for a statement without parameters)."""
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user=self.user, dbname="pgbouncer", autocommit=True
+        ) as conn:
+            return conn.cursor(row_factory=dict_row).execute(command).fetchall()  # type: ignore[return-value]
+
+    def stop(self) -> None:
+        super().stop()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

@@ -1,0 +1,161 @@
+"""The live stack behind PgBouncer in transaction pooling mode (DATABASE_POOLER=pgbouncer): web, two
+dispatch workers (one of them sending webhooks), inbound and submission share 3 server connections between many
+more client connections, and every message still goes out exactly once, with its webhooks."""
+
+import smtplib
+import ssl
+import threading
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from email.message import EmailMessage
+from pathlib import Path
+
+import httpx
+import pytest
+from django.db import connection
+
+from messaging.models import Message, Status
+from tests.factories import ApiKeyFactory, DomainFactory
+from tests.harness import (
+    FAST_DISPATCH,
+    PgBouncer,
+    celery_worker,
+    current_database_url,
+    inbound_smtp_server,
+    running,
+    self_signed_certificate,
+    smtp_sink,
+    submission_smtp_server,
+    wait_until,
+    web_server,
+)
+from tests.inbound.mail import RETURN_PATH_DOMAIN, dsn, verp_address, wire_bytes
+from tests.webhooks.receiver import webhook_receiver
+from webhooks.services import endpoint_create
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="PgBouncer pools PostgreSQL"),
+]
+
+DOMAIN = "pooled.example.com"
+POOL_SIZE = 3
+API_SENDS, SMTP_SENDS = 30, 5
+
+
+class PoolWatch:
+    """Samples pgbouncer's SHOW POOLS for the test's database while the stack runs: the most server
+    connections (in any state) and client connections it saw at once."""
+
+    def __init__(self, bouncer: PgBouncer) -> None:
+        self.bouncer, self.servers, self.clients = bouncer, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            pools = [row for row in self.bouncer.admin("SHOW POOLS") if row["database"] == self.bouncer.database]
+            if not pools:  # no client has connected yet
+                continue
+            [pool] = pools
+            servers = sum(int(pool[state]) for state in ("sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login"))
+            self.servers = max(self.servers, servers)
+            self.clients = max(self.clients, int(pool["cl_active"]) + int(pool["cl_waiting"]))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def submitted(n: int) -> EmailMessage:
+    mail = EmailMessage()
+    mail["From"], mail["To"], mail["Subject"] = f"shop@{DOMAIN}", "bob@example.org", f"smtp {n}"
+    mail.set_content("Hello\n")
+    return mail
+
+
+def test_the_live_stack_runs_through_pgbouncer_with_more_clients_than_server_connections(tmp_path: Path):
+    domain = DomainFactory(name=DOMAIN)
+    key = ApiKeyFactory(domain=domain)
+    cert, tls_key = self_signed_certificate(tmp_path)
+    suffix = uuid.uuid4().hex
+    with ExitStack() as stack:
+        sink = stack.enter_context(smtp_sink())
+        receiver = stack.enter_context(webhook_receiver())
+        endpoint_create(domain=domain, url=receiver.url, event_types=[])
+        bouncer = stack.enter_context(running(PgBouncer(current_database_url(), pool_size=POOL_SIZE)))
+        watch = stack.enter_context(running(PoolWatch(bouncer)))
+        env = FAST_DISPATCH | {
+            "DATABASE_URL": bouncer.url,
+            "DATABASE_POOLER": "pgbouncer",
+            "DATABASE_CONN_MAX_AGE": "60",  # each process thread keeps its client connection, as in production
+            "EMAIL_URL": sink.url,
+            "CELERY_TASK_DEFAULT_QUEUE": f"test-{suffix}",
+            "MAILSERVICE_WEBHOOK_QUEUE": f"webhooks-{suffix}",
+            "MAILSERVICE_WEBHOOK_ALLOW_PRIVATE": "true",
+            "MAILSERVICE_WEBHOOK_PUMP_INTERVAL": "0.3",
+            "MAILSERVICE_RETURN_PATH_DOMAIN": RETURN_PATH_DOMAIN,
+            "MAILSERVICE_DISPATCH_BATCH_SIZE": "2",
+            "MAILSERVICE_TLS_CERT_FILE": str(cert),
+            "MAILSERVICE_TLS_KEY_FILE": str(tls_key),
+        }
+        # One dispatch worker listens straight to PostgreSQL (and sends the webhooks too, fewer processes to
+        # start); the other has no direct URL and polls.
+        both_queues = f"{env['CELERY_TASK_DEFAULT_QUEUE']},{env['MAILSERVICE_WEBHOOK_QUEUE']}"
+        direct = {"DATABASE_DIRECT_URL": current_database_url()}
+        workers = [
+            stack.enter_context(celery_worker(threads=5, queues=both_queues, **env, **direct)),
+            stack.enter_context(celery_worker(beat=False, threads=5, **env)),
+        ]
+        base_url = stack.enter_context(web_server(workers=1, **env))
+        inbound_port = stack.enter_context(inbound_smtp_server(**env))
+        submission_port = stack.enter_context(submission_smtp_server(**env))
+        for worker in workers:
+            worker.wait_ready()
+
+        headers = {"Authorization": f"Bearer {key.secret}"}
+        body = {"from": f"shop@{DOMAIN}", "to": "bob@example.org", "text": "Hello"}
+        with httpx.Client(timeout=30) as client, ThreadPoolExecutor(10) as pool:
+            responses = list(
+                pool.map(
+                    lambda n: client.post(f"{base_url}/v1/send", headers=headers, json=body | {"subject": f"api {n}"}),
+                    range(API_SENDS),
+                )
+            )
+        assert [response.status_code for response in responses] == [200] * API_SENDS, responses[0].text
+        with smtplib.SMTP("127.0.0.1", submission_port, timeout=30) as smtp:
+            smtp.starttls(context=ssl.create_default_context(cafile=str(cert)))
+            smtp.login("apikey", key.secret)
+            for n in range(SMTP_SENDS):
+                smtp.send_message(submitted(n))
+
+        everything = Message.objects.filter(domain=domain)
+        wait_until(
+            lambda: everything.filter(status=Status.DELIVERED).count() == API_SENDS + SMTP_SENDS,
+            timeout=30,
+            interval=0.2,
+            message=f"{API_SENDS + SMTP_SENDS} deliveries (logs: {[str(w.log_path) for w in workers]})",
+        )
+        bounced = everything.first()
+        assert bounced is not None
+        with smtplib.SMTP("127.0.0.1", inbound_port, timeout=10) as smtp:
+            smtp.sendmail("", [verp_address(bounced)], wire_bytes(dsn(message=bounced, recipient="bob@example.org")))
+        ids = set(everything.values_list("public_id", flat=True))
+        wait_until(
+            lambda: {e["data"]["id"] for e in receiver.events("email.delivered")} == ids
+            and [e["data"]["id"] for e in receiver.events("email.bounced")] == [bounced.public_id],
+            timeout=30,
+            interval=0.2,
+            message="the delivered and bounced webhooks",
+        )
+
+    assert sink.message_ids() == Counter({f"<{public_id}@{DOMAIN}>": 1 for public_id in ids})
+    assert Message.objects.get(pk=bounced.pk).status == Status.BOUNCED
+    assert watch.servers <= POOL_SIZE
+    assert watch.clients > 3 * POOL_SIZE, watch.clients  # many more clients than server connections
