@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
 from config.env import (
+    database_behind_pooler,
     database_from_url,
     env_bool,
     env_fernet_keys,
@@ -155,17 +156,10 @@ DATABASES = {
 }
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-# Behind a transaction-pooling PgBouncer (DATABASE_POOLER=pgbouncer) a connection is a different server
-# session from one transaction to the next: no server-side cursors (QuerySet.iterator() would open one
-# outside a transaction), and no prepared statements unless the URL asks for them (PgBouncer 1.21+
-# with max_prepared_statements keeps them; Debian 12's 1.18 does not). LISTEN is session state too:
+# Behind a transaction-pooling PgBouncer: no session state (config/env.py). LISTEN is session state too:
 # the dispatch loop listens on DATABASE_DIRECT_URL, straight to PostgreSQL, or else polls.
 DATABASE_POOLER = env_str("DATABASE_POOLER", "none")
-if DATABASE_POOLER not in {"none", "pgbouncer"}:
-    raise ImproperlyConfigured(f"DATABASE_POOLER must be none or pgbouncer, got {DATABASE_POOLER!r}")
-if DATABASE_POOLER == "pgbouncer":
-    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
-    DATABASES["default"]["OPTIONS"].setdefault("prepare_threshold", None)
+DATABASES["default"] = database_behind_pooler(DATABASES["default"], DATABASE_POOLER)
 DATABASE_DIRECT_URL = env_str("DATABASE_DIRECT_URL")
 DATABASE_LISTEN = database_from_url(DATABASE_DIRECT_URL, BASE_DIR) if DATABASE_DIRECT_URL else None
 # A PostgreSQL with fsync or synchronous_commit off fails /readyz and the dispatch worker refuses to start

@@ -2,9 +2,11 @@
 dispatch workers (one of them sending webhooks), inbound and submission share 3 server connections between many
 more client connections, and every message still goes out exactly once, with its webhooks."""
 
+import os
 import smtplib
 import ssl
 import threading
+import time
 import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -14,12 +16,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
+from config.env import database_behind_pooler, database_from_url
+from mailservice.locks import single_flight
 from messaging.models import Message, Status
+from messaging.outbound.dispatch import BatchCounts
+from messaging.outbound.loop import POLL_SECONDS, DispatchLoop, listening_database
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.harness import (
     FAST_DISPATCH,
+    ROOT,
     PgBouncer,
     celery_worker,
     current_database_url,
@@ -35,11 +43,7 @@ from tests.inbound.mail import RETURN_PATH_DOMAIN, dsn, verp_address, wire_bytes
 from tests.webhooks.receiver import webhook_receiver
 from webhooks.services import endpoint_create
 
-pytestmark = [
-    pytest.mark.live,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="PgBouncer pools PostgreSQL"),
-]
+pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="PgBouncer pools PostgreSQL")
 
 DOMAIN = "pooled.example.com"
 POOL_SIZE = 3
@@ -80,7 +84,91 @@ def submitted(n: int) -> EmailMessage:
     return mail
 
 
-def test_the_live_stack_runs_through_pgbouncer_with_more_clients_than_server_connections(tmp_path: Path):
+@pytest.mark.parametrize(
+    ("pooler", "query", "server_side_cursors", "prepare_threshold"),
+    [
+        ("none", "", None, "unset"),
+        ("pgbouncer", "", True, None),
+        ("pgbouncer", "?prepare_threshold=5", True, 5),  # PgBouncer 1.21+ with max_prepared_statements
+    ],
+)
+def test_behind_pgbouncer_server_side_cursors_and_prepared_statements_are_off(
+    pooler, query, server_side_cursors, prepare_threshold
+):
+    database = database_behind_pooler(database_from_url(f"postgres://u@db.example/mail{query}", ROOT), pooler)
+
+    assert database.get("DISABLE_SERVER_SIDE_CURSORS") == server_side_cursors
+    assert database["OPTIONS"].get("prepare_threshold", "unset") == prepare_threshold
+
+
+def test_an_unknown_pooler_is_refused_by_name():
+    with pytest.raises(ImproperlyConfigured, match="^DATABASE_POOLER must be none or pgbouncer, got 'pgpool'$"):
+        database_behind_pooler(database_from_url("postgres://u@db.example/mail", ROOT), "pgpool")
+
+
+@pytest.mark.parametrize(
+    ("pooler", "direct_url", "listens_to"),
+    [
+        ("none", None, {}),
+        ("pgbouncer", None, None),
+        ("pgbouncer", "postgres://postgres@db.example:5432/mail", {"HOST": "db.example", "PORT": "5432"}),
+    ],
+    ids=["directly", "pooled: polls", "pooled: listens on the direct URL"],
+)
+def test_the_dispatch_loop_listens_only_on_a_direct_connection(settings, pooler, direct_url, listens_to):
+    settings.DATABASE_POOLER = pooler
+    settings.DATABASE_LISTEN = database_from_url(direct_url, ROOT) if direct_url else None
+
+    listening = listening_database()
+
+    if listens_to is None or not listens_to:
+        assert listening == listens_to
+    else:
+        assert listening is not None and listens_to.items() <= listening.items()
+
+
+def test_a_loop_that_cannot_listen_polls():
+    batches = threading.Semaphore(0)
+
+    def dispatch() -> BatchCounts:
+        batches.release()
+        return BatchCounts(claimed=0, recorded=0)
+
+    loop = DispatchLoop(threads=2, dispatch=dispatch, batch_size=2, listen_to=None)
+    loop.start()
+    try:
+        started = time.monotonic()
+        assert all(batches.acquire(timeout=3) for _ in range(3))  # at start, then once a poll
+        assert time.monotonic() - started >= 2 * POLL_SECONDS * 0.9
+    finally:
+        loop.stop()
+
+
+@pytest.mark.django_db
+def test_a_single_flight_lock_ends_with_its_section_and_leaves_no_session_lock():
+    with single_flight("test.pgbouncer") as first, single_flight("test.pgbouncer") as second:
+        assert (first, second) == (True, False)
+    with single_flight("test.pgbouncer") as again:
+        assert again
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+        assert cursor.fetchone() == (0,)
+
+
+@pytest.fixture
+def pgbouncer_available() -> None:
+    if not Path(PgBouncer.BINARY).exists():
+        message = f"pgbouncer not found at {PgBouncer.BINARY} (apt-get install pgbouncer)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_the_live_stack_runs_through_pgbouncer_with_more_clients_than_server_connections(
+    tmp_path: Path, pgbouncer_available: None
+):
     domain = DomainFactory(name=DOMAIN)
     key = ApiKeyFactory(domain=domain)
     cert, tls_key = self_signed_certificate(tmp_path)
@@ -148,8 +236,10 @@ def test_the_live_stack_runs_through_pgbouncer_with_more_clients_than_server_con
             smtp.sendmail("", [verp_address(bounced)], wire_bytes(dsn(message=bounced, recipient="bob@example.org")))
         ids = set(everything.values_list("public_id", flat=True))
         wait_until(
-            lambda: {e["data"]["id"] for e in receiver.events("email.delivered")} == ids
-            and [e["data"]["id"] for e in receiver.events("email.bounced")] == [bounced.public_id],
+            lambda: (
+                {e["data"]["id"] for e in receiver.events("email.delivered")} == ids
+                and [e["data"]["id"] for e in receiver.events("email.bounced")] == [bounced.public_id]
+            ),
             timeout=30,
             interval=0.2,
             message="the delivered and bounced webhooks",
