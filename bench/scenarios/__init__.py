@@ -9,6 +9,7 @@ from bench.scenarios import (
     inbound,
     listing,
     memory,
+    pooled,
     purge,
     submission,
     webhooks,
@@ -28,5 +29,6 @@ SCENARIOS: dict[str, Scenario] = {
         delivery_control.RELAY,
         webhooks.SCENARIO,
         memory.SCENARIO,
+        pooled.SCENARIO,
     ]
 }

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -300,6 +301,33 @@ class PgBouncer(ChildProcess):
     def stop(self) -> None:
         super().stop()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class PoolWatch:
+    """Samples pgbouncer's SHOW POOLS for its database every 50 ms while it runs: the most server connections
+    (in any state) and client connections it saw at once."""
+
+    def __init__(self, bouncer: PgBouncer) -> None:
+        self.bouncer, self.servers, self.clients = bouncer, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            pools = [row for row in self.bouncer.admin("SHOW POOLS") if row["database"] == self.bouncer.database]
+            if not pools:  # no client has connected yet
+                continue
+            [pool] = pools
+            servers = sum(int(pool[state]) for state in ("sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login"))
+            self.servers = max(self.servers, servers)
+            self.clients = max(self.clients, int(pool["cl_active"]) + int(pool["cl_waiting"]))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def self_signed_certificate(directory: Path, *, host: str = "localhost") -> tuple[Path, Path]:

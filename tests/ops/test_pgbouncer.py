@@ -29,6 +29,7 @@ from tests.harness import (
     FAST_DISPATCH,
     ROOT,
     PgBouncer,
+    PoolWatch,
     celery_worker,
     current_database_url,
     inbound_smtp_server,
@@ -48,33 +49,6 @@ pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="PgBou
 DOMAIN = "pooled.example.com"
 POOL_SIZE = 3
 API_SENDS, SMTP_SENDS = 30, 5
-
-
-class PoolWatch:
-    """Samples pgbouncer's SHOW POOLS for the test's database while the stack runs: the most server
-    connections (in any state) and client connections it saw at once."""
-
-    def __init__(self, bouncer: PgBouncer) -> None:
-        self.bouncer, self.servers, self.clients = bouncer, 0, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.05):
-            pools = [row for row in self.bouncer.admin("SHOW POOLS") if row["database"] == self.bouncer.database]
-            if not pools:  # no client has connected yet
-                continue
-            [pool] = pools
-            servers = sum(int(pool[state]) for state in ("sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login"))
-            self.servers = max(self.servers, servers)
-            self.clients = max(self.clients, int(pool["cl_active"]) + int(pool["cl_waiting"]))
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def submitted(n: int) -> EmailMessage:
