@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install worker webhooks-worker beat inbound submission migrate browser-test soak manage start
+.PHONY: run test lint install worker webhooks-worker beat inbound submission migrate browser-test soak soak-direct manage start
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -106,3 +106,6 @@ browser-test: install
 SOAK_SECONDS ?= 300
 soak: install
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python bench/soak.py --output bench/results/soak-latest.md
+# The same with direct delivery (mx://): the sink is the recipients' MX, DNS fails and times out too.
+soak-direct: install
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python bench/soak.py --direct --output bench/results/soak-direct-latest.md

@@ -14,6 +14,10 @@ a worker and starts it again, restarts Redis (its queue is lost: no persistence)
 PostgreSQL (fast shutdown: connections cut), has the SMTP sink answer 421/451 for a while and
 then drop its connections, and restarts a web process.
 
+With `--direct` (make soak-direct) the workers deliver directly (EMAIL_URL=mx://): the recipients'
+domain has its MX on loopback, found through a DNS server on loopback (tests/dns_server.py), the
+sink being that MX; the chaos loop also has DNS answer SERVFAIL, then time out, for a while.
+
 After the load stops and the queue drains, it checks: every send answered 200 reached the sink
 exactly once (by Message-ID `<{id}@{domain}>`) and reads `delivered`; every other answer is an
 ApiError with a status from the spec's table (503 is expected during a database outage; a 500 or
@@ -31,7 +35,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +46,8 @@ from cryptography.fernet import Fernet
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.harness import (  # noqa: E402 - the project root must be importable first
+from tests.dns_server import Zone, dns_server  # noqa: E402 - the project root must be importable first
+from tests.harness import (  # noqa: E402
     CeleryWorker,
     PostgresCluster,
     RedisServer,
@@ -57,6 +62,7 @@ from tests.harness import (  # noqa: E402 - the project root must be importable 
 
 SPEC_ERROR_STATUSES = {400, 401, 403, 404, 413, 429, 503}
 DOMAINS = ["alpha.example.com", "beta.example.net", "gamma.example.org"]
+RECIPIENT_DOMAIN = "example.org"  # every recipient's (request_for); in direct mode its MX is the sink
 
 # Retries fast enough that the soak drains in seconds, and enough attempts that no outage the
 # chaos loop causes (a few seconds each) uses them all up: a message must be delivered, not failed.
@@ -72,6 +78,7 @@ CHILD_SETTINGS = {
     "DATABASE_CONN_MAX_AGE": "60",  # the production default: persistent connections must survive a restart
     "LOG_LEVEL": "WARNING",
 }
+DIRECT_SETTINGS = {"EMAIL_URL": "mx://", "MAILSERVICE_MX_ALLOW_PRIVATE": "true", "MAILSERVICE_DNS_TIMEOUT": "1"}
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,7 @@ class Stack:
     sink: SmtpSink
     webs: list[WebProcess]
     workers: list[CeleryWorker]
+    zone: Zone | None = None  # direct delivery: the DNS the workers ask
 
 
 def chaos_actions(stack: Stack, results: Results, started: float, rng: random.Random) -> dict[str, Callable[[], None]]:
@@ -234,13 +242,29 @@ def chaos_actions(stack: Stack, results: Results, started: float, rng: random.Ra
         stack.webs[index].start()
         results.log(started, f"web {index} started again")
 
-    return {
+    def dns_outage() -> None:
+        zone = stack.zone
+        assert zone is not None
+        zone.failing.add(RECIPIENT_DOMAIN)
+        results.log(started, "DNS answers SERVFAIL for the recipients' domain")
+        time.sleep(4)
+        zone.failing.discard(RECIPIENT_DOMAIN)
+        zone.delay = float(DIRECT_SETTINGS["MAILSERVICE_DNS_TIMEOUT"]) + 1
+        results.log(started, "DNS lookups time out")
+        time.sleep(4)
+        zone.delay = 0.0
+        results.log(started, "DNS answers again")
+
+    actions = {
         "kill_worker": kill_worker,
         "restart_redis": restart_redis,
         "restart_postgres": restart_postgres,
         "sink_outage": sink_outage,
         "restart_web": restart_web,
     }
+    if stack.zone is not None:
+        actions["dns_outage"] = dns_outage
+    return actions
 
 
 def chaos(*, stack: Stack, results: Results, stop: threading.Event, interval: float, seed: int) -> None:
@@ -333,12 +357,16 @@ def verify(results: Results, sink: SmtpSink) -> tuple[dict, list[str]]:
     return summary, failures
 
 
-def report(*, summary: dict, failures: list[str], results: Results, seconds: float, rate: float, seed: int) -> str:
+def report(
+    *, summary: dict, failures: list[str], results: Results, seconds: float, rate: float, seed: int, direct: bool
+) -> str:
+    delivery = "direct delivery (mx://, the sink as the MX, DNS on loopback)" if direct else "a relay (the sink)"
     lines = [
-        "# Chaos soak",
+        "# Chaos soak" + (" (direct delivery)" if direct else ""),
         "",
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {seconds:.0f} s of load at {rate:g} requests/s; chaos seed {seed}.",
-        "Private PostgreSQL, Redis and SMTP sink; two gunicorn web processes, two Celery workers (one with beat).",
+        "Private PostgreSQL, Redis and SMTP sink; two gunicorn web processes, two Celery workers (one with beat); "
+        f"delivery through {delivery}.",
         "",
         "| | count |",
         "|---|---:|",
@@ -374,8 +402,21 @@ def drain(timeout: float) -> None:
     time.sleep(5)
 
 
-def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path | None) -> bool:
-    with running(PostgresCluster()) as cluster, running(RedisServer(free_port())) as redis, smtp_sink() as sink:
+def _direct_delivery(stack: ExitStack, sink: SmtpSink) -> tuple[Zone, dict[str, str]]:
+    """A DNS server naming the sink the recipients' domain's MX; the workers' settings for it."""
+    zone, address = stack.enter_context(dns_server())
+    zone.publish_mx(RECIPIENT_DOMAIN, f"mx.{RECIPIENT_DOMAIN}")
+    zone.publish_address(f"mx.{RECIPIENT_DOMAIN}", sink.host)
+    return zone, {**DIRECT_SETTINGS, "MAILSERVICE_DNS_RESOLVER": address, "MAILSERVICE_MX_PORT": str(sink.port)}
+
+
+def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path | None, direct: bool) -> bool:
+    with (
+        ExitStack() as contexts,
+        running(PostgresCluster()) as cluster,
+        running(RedisServer(free_port())) as redis,
+        smtp_sink() as sink,
+    ):
         os.environ.update(
             DATABASE_URL=cluster.create_database("mailservice"),
             REDIS_URL=redis.url,
@@ -392,10 +433,11 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
         logging.getLogger("httpx").setLevel(logging.WARNING)
         call_command("migrate", verbosity=0)
         senders = make_senders()
-        env = child_env(EMAIL_URL=sink.url, **CHILD_SETTINGS)
+        zone, delivery = _direct_delivery(contexts, sink) if direct else (None, {"EMAIL_URL": sink.url})
+        env = child_env(**delivery, **CHILD_SETTINGS)
         webs = [WebProcess(env), WebProcess(env)]
         workers = [CeleryWorker(env, beat=True), CeleryWorker(env, beat=False)]
-        stack = Stack(cluster, redis, sink, webs, workers)
+        stack = Stack(cluster, redis, sink, webs, workers, zone)
         results = Results()
         try:
             for process in [*webs, *workers]:
@@ -426,7 +468,9 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
         finally:
             for process in [*webs, *workers]:
                 process.stop()
-        text = report(summary=summary, failures=failures, results=results, seconds=seconds, rate=rate, seed=seed)
+        text = report(
+            summary=summary, failures=failures, results=results, seconds=seconds, rate=rate, seed=seed, direct=direct
+        )
         print(text)
         if output is not None:
             output.parent.mkdir(parents=True, exist_ok=True)
@@ -441,10 +485,20 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=float(os.environ.get("SOAK_CHAOS_INTERVAL", "9")))
     parser.add_argument("--seed", type=int, default=int(os.environ.get("SOAK_SEED", random.randrange(10_000))))
     parser.add_argument("--output", type=Path, help="where to save the summary (markdown)")
+    parser.add_argument(
+        "--direct", action="store_true", help="direct delivery (mx://), the sink as the recipients' MX, DNS chaos too"
+    )
     args = parser.parse_args()
     # SIGTERM (a CI timeout) unwinds like an error, so every private server and child is stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("soak: terminated"))
-    passed = run(seconds=args.seconds, rate=args.rate, interval=args.interval, seed=args.seed, output=args.output)
+    passed = run(
+        seconds=args.seconds,
+        rate=args.rate,
+        interval=args.interval,
+        seed=args.seed,
+        output=args.output,
+        direct=args.direct,
+    )
     sys.exit(0 if passed else 1)
 
 

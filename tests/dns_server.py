@@ -2,26 +2,32 @@
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import dns.resolver
 import dns.reversename
-from dnslib import AAAA, MX, PTR, QTYPE, RCODE, RD, RR, TLSA, TXT, A, DNSRecord
+from dnslib import AAAA, CNAME, MX, PTR, QTYPE, RCODE, RD, RR, TLSA, TXT, A, DNSRecord
 from dnslib.server import BaseResolver, DNSHandler, DNSLogger, DNSServer
 
 from tests.harness import free_port
+
+# CNAME records a reply follows, as a recursive resolver's answer carries the chain; a loop stops here.
+MAX_CNAME_HOPS = 20
 
 
 class Zone(BaseResolver):
     """Records by (name, type); names it has nothing for get NXDOMAIN, other types an empty answer,
     names in `failing` SERVFAIL (a broken authoritative server or a failed DNSSEC validation).
-    Answers for names in `authenticated` carry the AD bit, as a validating resolver's for a signed zone."""
+    Answers for names in `authenticated` carry the AD bit, as a validating resolver's for a signed zone.
+    A name with a CNAME answers with the chain and what its end has, as a recursive resolver does."""
 
     def __init__(self) -> None:
         self.records: dict[tuple[str, str], list[RD]] = {}
         self.failing: set[str] = set()
         self.authenticated: set[str] = set()
+        self.delay = 0.0  # seconds before each answer: above a resolver's timeout, lookups time out
 
     def publish_tlsa(self, name: str, usage: int, selector: int, mtype: int, data: bytes) -> None:
         """A TLSA record (RFC 6698) at `name`, e.g. `_25._tcp.mx.example.test`."""
@@ -41,6 +47,9 @@ class Zone(BaseResolver):
         """RFC 7505: the domain accepts no mail."""
         self.records.setdefault((name.lower(), "MX"), []).append(MX(".", 0))
 
+    def publish_cname(self, name: str, target: str) -> None:
+        self.records[(name.lower(), "CNAME")] = [CNAME(target)]
+
     def publish_address(self, name: str, address: str) -> None:
         """An A or AAAA record, by the address's form."""
         kind, rdata = ("AAAA", AAAA(address)) if ":" in address else ("A", A(address))
@@ -52,14 +61,22 @@ class Zone(BaseResolver):
         self.records.setdefault((reverse.lower(), "PTR"), []).append(PTR(name))
 
     def resolve(self, request: DNSRecord, handler: DNSHandler) -> DNSRecord:
+        time.sleep(self.delay)
         reply = request.reply()
         name, qtype = str(request.q.qname).rstrip(".").lower(), QTYPE[request.q.qtype]
         if name in self.failing:
             reply.header.rcode = RCODE.SERVFAIL
             return reply
         reply.header.ad = int(name in self.authenticated)
-        for rdata in self.records.get((name, qtype), []):
-            reply.add_answer(RR(request.q.qname, request.q.qtype, rdata=rdata, ttl=60))
+        owner = name
+        for _ in range(MAX_CNAME_HOPS):
+            alias = self.records.get((owner, "CNAME"))
+            if not alias or qtype == "CNAME":
+                break
+            reply.add_answer(RR(owner, QTYPE.CNAME, rdata=alias[0], ttl=60))
+            owner = str(alias[0].label).rstrip(".").lower()
+        for rdata in self.records.get((owner, qtype), []):
+            reply.add_answer(RR(owner, request.q.qtype, rdata=rdata, ttl=60))
         if not any(known == name for known, _ in self.records):
             reply.header.rcode = RCODE.NXDOMAIN
         return reply

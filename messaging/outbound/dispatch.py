@@ -21,11 +21,14 @@ results `_classify` turns into a `SendOutcome`: a final status, or a retry.
 """
 
 import logging
+import queue
 import random
 import smtplib
+import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack, suppress
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from itertools import takewhile
@@ -69,6 +72,10 @@ RECORD_RETRY_SECONDS = 0.5
 # How stale the worker's knowledge of its leases (and of the pauses) may be before a message goes
 # to SMTP. Far below any lease: no other worker can have claimed a message while this holds.
 LEASE_CHECK_SECONDS = 1.0
+# A lane (direct delivery) does not renew leases itself: it sends while the last renewal by the
+# batch's thread is this recent, and waits this long at most for one before giving the message back.
+LANE_LEASE_STALENESS = 5 * LEASE_CHECK_SECONDS
+LANE_LEASE_WAIT = 30 * LEASE_CHECK_SECONDS
 # After a "slow down" answer, the batch's rest is given back and a new task picks it up this much later.
 SLOW_DOWN_RETRY_SECONDS = 1.0
 # A message put back by this many slow-down answers in a row (no attempt used each time) is charged
@@ -335,6 +342,26 @@ class LeaseSet:
             self.renew_if_stale()
         return self.holds(message)
 
+    def fresh(self, message: Message) -> bool:
+        """Whether `message` is still ours by a check another thread made at most LANE_LEASE_STALENESS
+        ago, waiting up to LANE_LEASE_WAIT for one: a lane's test before SMTP while the batch's thread
+        (or the slow-lane recorder) renews (`_send_in_lanes`). The held list is replaced, never changed
+        in place, so reading it from a lane is safe."""
+        deadline = time.monotonic() + LANE_LEASE_WAIT
+        while self.holds(message):
+            if time.monotonic() - self.lease.checked_at < LANE_LEASE_STALENESS:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(LEASE_CHECK_SECONDS / 20)
+        return False
+
+    def release(self, messages: list[Message]) -> None:
+        """Give back these messages, if still held, without using up their attempt."""
+        ids = {message.pk for message in messages}
+        _release([held for held in self._held if held.pk in ids], self.lease)
+        self._held = [held for held in self._held if held.pk not in ids]
+
     def settle(self, message: Message) -> None:
         """The message's outcome is recorded (or refused, the lease lost): it is no longer renewed or released."""
         self._held = [held for held in self._held if held.pk != message.pk]
@@ -376,6 +403,7 @@ class _Batch:
     signing_keys: dict[int, SigningKey]
     holds: BatchHolds
     pools: dict[int, Pool]  # direct delivery's source addresses per domain ({}: the system chooses)
+    in_lane: bool = False  # sent in a lane: the batch's thread renews the leases (`_send_in_lanes`)
 
     @classmethod
     def read(cls, messages: list[Message], leases: LeaseSet, relay: LazyRelay) -> Self:
@@ -392,7 +420,7 @@ class _Batch:
         """A permit from the relay's rate (it may wait), then the lease check, right before SMTP.
         Direct delivery asks each destination's rate instead (messaging/outbound/shaping.py)."""
         _relay_permit()
-        return self.leases.confirm(message)
+        return self.leases.fresh(message) if self.in_lane else self.leases.confirm(message)
 
 
 def _relay_permit() -> None:
@@ -702,6 +730,8 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
     the relay asked to slow down in; `on_slow_down` is then called to have it picked up again, as it is
     after a batch in which a destination's limits put messages back (direct delivery).
     """
+    if settings.EMAIL_URL and is_direct_delivery(settings.EMAIL_URL):
+        return _send_in_lanes(messages, LeaseSet(messages, lease), on_slow_down=on_slow_down)
     leases, recorded, in_flight = LeaseSet(messages, lease), 0, messages[0]
     follow_up = False
     try:
@@ -726,6 +756,223 @@ def send_batch(messages: list[Message], lease: BatchLease, *, on_slow_down: Call
     if follow_up and on_slow_down is not None:
         on_slow_down()
     return recorded
+
+
+# --- direct delivery: a lane per destination ----------------------------------------------------------
+
+# A lane whose message in flight has taken this long marks its destinations slow: until it ends,
+# later batches put their messages for them back (no attempt used) instead of holding a thread of
+# theirs too.
+SLOW_LANE_SECONDS = 2.0
+SLOW_RETRY_SECONDS = 10.0  # when a message put back for a slow destination is due again
+# A batch's thread leaves its lanes to the process's slow-lane recorder once none has reported for
+# this long (a healthy destination answers in milliseconds) and goes on to the next batch.
+LANE_QUIET_SECONDS = 0.5
+
+
+def _destinations(message: Message) -> frozenset[str]:
+    return frozenset(address.rpartition("@")[2].lower() for address in _wire_addresses(message))
+
+
+@dataclass
+class _Lane:
+    destinations: frozenset[str]
+    progressed_at: float  # time.monotonic() when it began, or when its last message was done
+
+    def progressed(self) -> None:
+        self.progressed_at = time.monotonic()
+
+
+class _Lanes:
+    """The lanes this process is running, for `slow`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: list[_Lane] = []
+
+    @contextmanager
+    def running(self, destinations: frozenset[str]) -> Iterator[_Lane]:
+        lane = _Lane(destinations, time.monotonic())
+        with self._lock:
+            self._running.append(lane)
+        try:
+            yield lane
+        finally:
+            with self._lock:
+                self._running.remove(lane)
+
+    def slow(self, destinations: frozenset[str]) -> str:
+        """A destination of these whose lane has had a message in flight for SLOW_LANE_SECONDS; "" when none."""
+        now = time.monotonic()
+        with self._lock:
+            for lane in self._running:
+                if now - lane.progressed_at >= SLOW_LANE_SECONDS and (slow := lane.destinations & destinations):
+                    return min(slow)
+        return ""
+
+
+_lanes = _Lanes()
+
+
+@dataclass
+class _LaneReport:
+    """What a lane hands the batch's thread: a message's outcome (None: no longer ours), or messages it
+    did not try (to give back)."""
+
+    message: Message | None = None
+    outcome: SendOutcome | None = None
+    untried: list[Message] = field(default_factory=list)
+
+
+def _run_lane(destinations: frozenset[str], messages: list[Message], batch: _Batch, reports: queue.Queue) -> None:
+    """Send one destination's messages of the batch over a connection of the lane's own, reporting each
+    outcome as it comes; the database is left to the batch's thread."""
+    try:
+        with _lanes.running(destinations) as running, LazyRelay() as relay:
+            lane = replace(batch, relay=relay, in_lane=True)
+            for number, message in enumerate(messages):
+                try:
+                    outcome = _send_one(message, lane)
+                except (OSError, smtplib.SMTPException, PartlySent) as exc:
+                    outcome = _connection_failed(message, exc)
+                    reports.put(_LaneReport(message, outcome, untried=messages[number + 1 :]))
+                    return
+                except Exception:  # as a batch that fails: this message goes back once its lease ends
+                    logger.exception("dispatch: a lane failed; %s goes back once its lease ends", message.public_id)
+                    reports.put(_LaneReport(message, None, untried=messages[number + 1 :]))
+                    return
+                running.progressed()
+                if outcome is None and lane.leases.holds(message):  # no recent renewal: given back untried
+                    reports.put(_LaneReport(untried=[message]))
+                    continue
+                untried = messages[number + 1 :] if outcome is not None and outcome.slow_down else []
+                reports.put(_LaneReport(message, outcome, untried))
+                if untried:
+                    return
+    finally:
+        connection.close()  # a lane never queries; should it have, its connection is not left open
+
+
+def _send_in_lanes(messages: list[Message], leases: LeaseSet, *, on_slow_down: Callable[[], None] | None) -> int:
+    """Direct delivery: each destination's messages in a lane (thread) of its own, at most
+    MAILSERVICE_MX_PARALLEL_DESTINATIONS at once, so a slow destination delays only its own messages.
+    This thread renews the leases meanwhile and records each outcome as it comes; once the lanes go
+    quiet (LANE_QUIET_SECONDS) it leaves those still running to the slow-lane recorder and returns,
+    counting their messages as recorded."""
+    batch = _Batch.read(messages, leases, LazyRelay())
+    by_destination: dict[frozenset[str], list[Message]] = {}
+    recorded = 0
+    for message in messages:
+        destinations = _destinations(message)
+        if slow := _lanes.slow(destinations):
+            why = f"{slow} is slow: a message of this worker has been in flight to it for over {SLOW_LANE_SECONDS:g} s"
+            retry_at = timezone.now() + timedelta(seconds=SLOW_RETRY_SECONDS)
+            recorded += _record_attempt(message, _not_sent(message, retry_at=retry_at, why=why))
+            leases.settle(message)
+        else:
+            by_destination.setdefault(destinations, []).append(message)
+    if not by_destination:
+        return recorded
+    reports: queue.Queue[_LaneReport] = queue.Queue()
+    workers = min(len(by_destination), max(1, settings.MAILSERVICE_MX_PARALLEL_DESTINATIONS))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dispatch-lane")
+    for destinations, lane in by_destination.items():
+        pool.submit(_run_lane, destinations, lane, batch, reports)
+    pool.shutdown(wait=False)  # its threads end with their lanes
+    pending = sum(len(lane) for lane in by_destination.values())
+    collect = _LaneCollector(leases, reports, pending, on_slow_down)
+    recorded += collect.until(quiet=LANE_QUIET_SECONDS)
+    if collect.pending:
+        _slow_lanes.take(collect)
+    # Those left to the recorder count as recorded: in progress, not given back, so the loop claims on.
+    return recorded + collect.pending
+
+
+@dataclass
+class _LaneCollector:
+    """Records the lanes' outcomes and renews the leases of the messages they have not reported yet."""
+
+    leases: LeaseSet
+    reports: queue.Queue
+    pending: int
+    on_slow_down: Callable[[], None] | None
+
+    def until(self, *, quiet: float) -> int:
+        """Record reports until none is pending, or none has come for `quiet` seconds."""
+        recorded, last = 0, time.monotonic()
+        while self.pending and time.monotonic() - last < quiet:
+            self.leases.renew_if_stale()
+            try:
+                report = self.reports.get(timeout=LEASE_CHECK_SECONDS / 4)
+            except queue.Empty:
+                continue
+            recorded, last = recorded + self._take(report), time.monotonic()
+        return recorded
+
+    def step(self) -> None:
+        """Renew the leases if due and record the reports that have come, without waiting."""
+        self.leases.renew_if_stale()
+        while self.pending:
+            try:
+                report = self.reports.get_nowait()
+            except queue.Empty:
+                return
+            self._take(report)
+
+    def _take(self, report: _LaneReport) -> int:
+        recorded = 0
+        if report.message is not None:
+            self.pending -= 1
+            if report.outcome is not None:
+                recorded = _record_attempt(report.message, report.outcome)
+                self.leases.settle(report.message)
+                # A slow-down, or a destination's limit that put it back until within seconds: picked up again.
+                if (report.outcome.slow_down or report.outcome.follow_up) and self.on_slow_down is not None:
+                    self.on_slow_down()
+        if report.untried:
+            self.pending -= len(report.untried)
+            self.leases.release(report.untried)
+        return recorded
+
+
+class _SlowLanes:
+    """One thread a process (and one database connection) recording the lanes that batches left
+    running: their outcomes as they come, and their leases renewed meanwhile."""
+
+    POLL_SECONDS = 0.1
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._collectors: list[_LaneCollector] = []
+        self._thread: threading.Thread | None = None
+
+    def take(self, collector: _LaneCollector) -> None:
+        with self._lock:
+            self._collectors.append(collector)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="dispatch-slow-lanes", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                collectors = list(self._collectors)
+                if not collectors:
+                    self._thread = None
+                    connection.close()
+                    return
+            for collector in collectors:
+                try:
+                    collector.step()
+                except Exception:
+                    logger.exception("dispatch: recording a slow lane failed; its messages return after their lease")
+                    collector.pending = 0
+            with self._lock:
+                self._collectors = [c for c in self._collectors if c.pending]
+            time.sleep(self.POLL_SECONDS)
+
+
+_slow_lanes = _SlowLanes()
 
 
 def dispatch_sweep(*, enqueue: Callable[[], object]) -> int:

@@ -16,11 +16,13 @@ DATA together, then the data.
 """
 
 import functools
+import io
 import re
 import smtplib
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
@@ -270,6 +272,82 @@ def helo_name() -> str:
     return settings.MAILSERVICE_HELO_NAME or _fqdn()
 
 
+# A reply longer than this is a hostile or broken server, not a mail server's answer: EHLO lists a
+# dozen extensions, and RFC 5321 4.5.3.1.5 bounds a reply line at 512 octets.
+MAX_REPLY_LINES = 100
+MAX_REPLY_BYTES = 64 * 1024
+MAX_REPLY_LINE_BYTES = 8192  # as smtplib's own limit
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The session's socket as smtplib reads it, each read bounded by the current reply's deadline:
+    a server sending one byte a second never resets the clock, as a per-read timeout would."""
+
+    def __init__(self, smtp: "_BoundedSMTP") -> None:
+        self.smtp = smtp
+        self.deadline = 0.0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: "memoryview | bytearray") -> int:  # type: ignore[override]
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"the reply did not end within {self.smtp.timeout:g} s")
+        sock = self.smtp.sock
+        if sock is None:
+            raise smtplib.SMTPServerDisconnected("not connected")
+        sock.settimeout(min(remaining, self.smtp.timeout))
+        try:
+            return sock.recv_into(buffer)
+        except TimeoutError:
+            raise TimeoutError(f"the reply did not end within {self.smtp.timeout:g} s") from None
+        finally:
+            sock.settimeout(self.smtp.timeout)
+
+
+class _BoundedSMTP(smtplib.SMTP):
+    """smtplib with each reply read within one deadline (the SMTP timeout, for the whole reply) and at
+    most MAX_REPLY_LINES lines and MAX_REPLY_BYTES bytes: smtplib reads continuation lines without end."""
+
+    def getreply(self) -> tuple[int, bytes]:
+        if self.file is None:  # a new connection, or STARTTLS replaced the socket
+            self.file = io.BufferedReader(_DeadlineReader(self))
+        reader = self.file.raw
+        assert isinstance(reader, _DeadlineReader)
+        reader.deadline = time.monotonic() + self.timeout
+        lines: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                line = self.file.readline(MAX_REPLY_LINE_BYTES + 1)
+            except OSError as exc:
+                self.close()
+                raise smtplib.SMTPServerDisconnected(f"the server's reply failed: {exc}") from None
+            if not line:
+                self.close()
+                raise smtplib.SMTPServerDisconnected("Connection unexpectedly closed")
+            size += len(line)
+            lines.append(line[4:].strip(b" \t\r\n"))
+            if len(line) > MAX_REPLY_LINE_BYTES or len(lines) > MAX_REPLY_LINES or size > MAX_REPLY_BYTES:
+                self.close()
+                too_long = (
+                    f"4.4.2 reply too long (over {MAX_REPLY_LINES} lines, {MAX_REPLY_BYTES} bytes "
+                    f"or {MAX_REPLY_LINE_BYTES} bytes a line)"
+                )
+                raise smtplib.SMTPResponseException(451, too_long)
+            try:
+                code = int(line[:3])
+            except ValueError:
+                return -1, b"\n".join(lines)
+            if line[3:4] != b"-":
+                return code, b"\n".join(lines)
+
+
+class _BoundedSMTPSSL(_BoundedSMTP, smtplib.SMTP_SSL):
+    pass
+
+
 class SmtpConnection:
     """One SMTP session, to a relay or (messaging/outbound/mx.py) to an MX host: `config.host` is then
     the address connected to, with opportunistic STARTTLS and no certificate check (RFC 7435). With a
@@ -279,7 +357,7 @@ class SmtpConnection:
         name = helo_name() if source is None else source.helo
         bind = None if source is None else (source.address, 0)
         if config.security == "tls":
-            self.smtp: smtplib.SMTP = smtplib.SMTP_SSL(
+            self.smtp: smtplib.SMTP = _BoundedSMTPSSL(
                 config.host,
                 config.port,
                 local_hostname=name,
@@ -288,7 +366,7 @@ class SmtpConnection:
                 source_address=bind,
             )
         else:
-            self.smtp = smtplib.SMTP(
+            self.smtp = _BoundedSMTP(
                 config.host, config.port, local_hostname=name, timeout=timeout, source_address=bind
             )
         try:

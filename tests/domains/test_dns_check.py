@@ -205,3 +205,16 @@ def test_the_console_check_dns_action_reports_a_silent_resolver(dns_settings, un
         ).content.decode()
 
     assert page.count('class="dns-unanswered"') == 4 and "no answer (timeout)" in page
+
+
+def test_a_cname_loop_or_an_oversized_txt_record_gives_a_bounded_outcome(zone, unverified):
+    zone.publish_cname("_mailservice.fresh.example.com", "loop.fresh.example.com")
+    zone.publish_cname("loop.fresh.example.com", "_mailservice.fresh.example.com")
+    zone.publish_txt("fresh.example.com", "v=spf1 " + "a" * 60_000)  # near a DNS message's 64 KiB
+
+    started = time.monotonic()
+    result = domain_check_dns(domain=unverified)
+
+    assert time.monotonic() - started < 5
+    assert outcomes(result)[Purpose.VERIFICATION] is DnsOutcome.UNANSWERED
+    assert outcomes(result)[Purpose.SPF] is DnsOutcome.WRONG

@@ -308,3 +308,44 @@ def test_plain_mx_url_is_accepted_and_relay_urls_are_unchanged(settings):
     settings.MAILSERVICE_DNS_RESOLVER = "127.0.0.1:5353"
     validate_mx_url("mx://")
     assert RelayConfig.from_url("smtp://relay.example.com").host == "relay.example.com"
+
+
+@pytest.mark.parametrize("looping", ["the domain", "its MX host"])
+def test_a_cname_loop_defers_with_a_reply_naming_the_failed_lookup(zone, receivers, looping):
+    receiver = receivers("127.0.0.2")
+    if looping == "the domain":
+        zone.publish_cname("loop.test", "loop2.test")
+        zone.publish_cname("loop2.test", "loop.test")
+        expected = "4.4.3 the MX lookup of loop.test failed"
+    else:
+        zone.publish_mx("loop.test", "mx.loop.test")
+        zone.publish_cname("mx.loop.test", "mx2.loop.test")
+        zone.publish_cname("mx2.loop.test", "mx.loop.test")
+        expected = "lookup of mx.loop.test failed"
+
+    result = send("bob@loop.test")
+
+    assert result.final.code == 451 and expected in result.final.text
+    assert "The CNAME chain is too long" in result.final.text
+    assert receiver.connections == 0
+
+
+def test_an_mx_reached_through_a_cname_chain_is_used(zone, receivers):
+    zone.publish_mx("alias.test", "mx.alias.test")
+    zone.publish_cname("mx.alias.test", "real.alias.test")
+    zone.publish_address("real.alias.test", "127.0.0.2")
+    receiver = receivers("127.0.0.2")
+
+    assert send("bob@alias.test").delivered
+    assert len(receiver.received) == 1
+
+
+def test_a_host_with_a_thousand_addresses_gets_at_most_five_connection_attempts(zone, settings):
+    settings.MAILSERVICE_SMTP_TIMEOUT = 1.0
+    zone.publish_mx("wide.test", "mx.wide.test")
+    for n in range(1000):  # an A answer of 16 KB (over TCP), none of its addresses listening
+        zone.publish_address("mx.wide.test", f"127.0.{8 + n // 250}.{1 + n % 250}")
+
+    result = send("bob@wide.test")
+
+    assert result.final.code == 451 and "(5 tried)" in result.final.text

@@ -1,0 +1,246 @@
+"""Scenario: direct delivery (EMAIL_URL=mx://) against relay mode, and isolation from slow destinations.
+
+Messages to `--domains` destination domains, whose `--hosts` mail servers (two equal MX hosts a domain)
+are discarding receivers on loopback addresses 127.0.1.x found through a DNS server on loopback
+(bench/dns_zone.py), bench/mx_receivers.py serving them all in one process. Real Celery workers
+(`--workers` processes of `--threads` dispatch threads) drain three runs of the same messages:
+- relay: EMAIL_URL names one discarding sink (bench/sink.py): every message over one relay;
+- direct: EMAIL_URL=mx://, each message to its domain's MX hosts;
+- direct with tarpits: the same, the first `--tarpits` domains' hosts delaying every reply by
+  `--tarpit-seconds` (within MAILSERVICE_SMTP_TIMEOUT, so they do deliver, slowly).
+Each run is timed from its first claim to the last `delivered` event of the messages that do not go
+to a tarpit domain (sent from a sender domain of their own; the others from a second one).
+Goals (issue 30): direct / relay >= 0.8 in messages/s; the non-tarpit messages finish within 1.2
+times their time without the tarpits.
+"""
+
+import argparse
+import secrets
+import smtplib
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+
+import dns.exception
+import dns.resolver
+
+from bench.dns_zone import destination
+from bench.mx_receivers import host
+from bench.report import Ratio, Section
+from bench.scenario import Context, Scenario
+from bench.stack import BenchError, discard_sink, server_env
+
+SENDER = "Acme Shop <shop@{domain}>"
+POLL = 0.2  # the bench's own polling must not take CPU from the workers it times
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--messages", type=int, default=2000, help="messages per run (default 2 000)")
+    parser.add_argument("--domains", type=int, default=50, help="destination domains (default 50)")
+    parser.add_argument("--hosts", type=int, default=100, help="receiving servers, 127.0.1.x (default 100)")
+    parser.add_argument("--tarpits", type=int, default=10, help="destination domains that tarpit (default 10)")
+    parser.add_argument("--tarpit-seconds", type=float, default=20.0, help="their delay per reply (default 20)")
+    parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")
+    parser.add_argument("--threads", type=int, default=5, help="dispatch threads per worker (default 5)")
+
+
+@dataclass
+class Run:
+    name: str
+    messages: int  # the messages timed: those to domains that do not tarpit
+    seconds: float
+    deferred: int = 0  # tarpit messages still queued when the run was stopped
+
+    @property
+    def rate(self) -> float:
+        return self.messages / max(self.seconds, 1e-9)
+
+
+def _tarpit_hosts(args: argparse.Namespace) -> int:
+    """Receivers 1 … this one serve only the first `--tarpits` domains (bench/dns_zone.py)."""
+    return min(2 * args.tarpits, args.hosts)
+
+
+def _queue(good, slow, args: argparse.Namespace) -> None:
+    """Insert the run's messages, due now: from `good` those to domains that do not tarpit, from `slow`
+    the others (each sender domain's unfinished messages are then one cheap indexed read)."""
+    from django.utils import timezone
+
+    from messaging.models import Direction, Message, Status
+
+    now = timezone.now()
+    tarpits = args.tarpits
+    Message.objects.bulk_create(
+        Message(
+            domain=slow if n % args.domains < tarpits else good,
+            direction=Direction.SENT,
+            status=Status.ACCEPTED,
+            from_address=SENDER.format(domain=(slow if n % args.domains < tarpits else good).name),
+            to=[f"user{n}@{destination(n % args.domains)}"],
+            subject="Your order has shipped",
+            text="Hello,\n\nyour order is on its way.\n" * 20,
+            next_attempt_at=now,
+        )
+        for n in range(args.messages)
+    )
+
+
+def _timed(name: str, env: dict[str, str], args: argparse.Namespace, *, tarpits: bool, timeout: float) -> Run:
+    """One run: queue the messages, wake the workers, time until every non-tarpit message is delivered."""
+    from django.db.models import Max
+
+    from domains.models import Domain
+    from domains.services import domain_create
+    from mailservice.doorbell import wake_dispatchers
+    from messaging.models import EventType, Message, MessageEvent, Status
+    from tests.harness import celery_worker, wait_until
+
+    tag = secrets.token_hex(3)
+    good = domain_create(name=f"{name}.{tag}.sender.bench.example", verified=True)
+    slow = domain_create(name=f"{name}-tarpits.{tag}.sender.bench.example", verified=True)
+    Domain.objects.exclude(pk__in=(good.pk, slow.pk)).update(sending_paused=True)  # earlier runs' leftovers wait
+    with ExitStack() as stack:
+        # One beat (the sweeper): messages deferred or put back for a slow destination are retried.
+        workers = [
+            stack.enter_context(celery_worker(beat=number == 0, threads=args.threads, **env))
+            for number in range(args.workers)
+        ]
+        wait_until(
+            lambda: all("ready." in Path(worker.log_path).read_text() for worker in workers),
+            timeout=60,
+            message="the Celery workers",
+        )
+        _queue(good, slow, args)
+        wake_dispatchers()
+        while not Message.objects.filter(domain__in=(good, slow), attempts__gt=0).exists():
+            time.sleep(POLL)
+        started = datetime.now(UTC)
+        deadline = time.monotonic() + timeout
+        unfinished = Message.objects.filter(domain=good, status=Status.ACCEPTED)
+        while unfinished.exists():
+            if time.monotonic() > deadline:
+                raise BenchError(f"isolation: {name}: {unfinished.count()} messages not delivered in {timeout:.0f} s")
+            time.sleep(POLL)
+        timed = Message.objects.filter(domain=good)
+        if (delivered := timed.filter(status=Status.DELIVERED).count()) < timed.count():
+            raise BenchError(f"isolation: {name}: {timed.count() - delivered} messages not delivered")
+        finished = MessageEvent.objects.filter(message__domain=good, type=EventType.DELIVERED).aggregate(
+            last=Max("created_at")
+        )["last"]
+        deferred = Message.objects.filter(domain=slow, status=Status.ACCEPTED).count() if tarpits else 0
+        Domain.objects.filter(pk=slow.pk).update(sending_paused=True)  # the tarpits' rest is not waited for
+    return Run(name, delivered, (finished - started).total_seconds(), deferred)
+
+
+def _answers(address: str, port: int) -> bool:
+    try:
+        with smtplib.SMTP(address, port, timeout=1) as smtp:
+            return smtp.noop()[0] == 250
+    except (OSError, smtplib.SMTPException):
+        return False
+
+
+@contextmanager
+def _receivers(args: argparse.Namespace, *, port: int, tarpits: int) -> Iterator[None]:
+    """bench/mx_receivers.py in a process of its own, ready once its last (never a tarpit) receiver answers."""
+    from tests.harness import LOG_DIR, ChildProcess, child_env
+
+    command = [sys.executable, "-m", "bench.mx_receivers", "--port", str(port), "--hosts", str(args.hosts)]
+    command += ["--tarpits", str(tarpits), "--tarpit-seconds", str(args.tarpit_seconds)]
+    ready = partial(_answers, host(args.hosts), port)
+    log = LOG_DIR / f"mx-receivers-{port}.log"
+    with ChildProcess(command, name="mx-receivers", env=child_env(), ready=ready, log_path=log):
+        yield
+
+
+def _resolves(port: int) -> bool:
+    resolver = dns.resolver.Resolver(configure=False)
+    resolver.nameservers, resolver.port, resolver.lifetime = ["127.0.0.1"], port, 1.0
+    try:
+        resolver.resolve(destination(0), "MX", search=False)
+    except dns.exception.DNSException:
+        return False
+    return True
+
+
+@contextmanager
+def _dns(args: argparse.Namespace, *, port: int) -> Iterator[None]:
+    """bench/dns_zone.py in a process of its own, ready once it answers."""
+    from tests.harness import LOG_DIR, ChildProcess, child_env
+
+    command = [sys.executable, "-m", "bench.dns_zone", "--port", str(port)]
+    command += ["--domains", str(args.domains), "--hosts", str(args.hosts)]
+    log = LOG_DIR / f"dns-zone-{port}.log"
+    with ChildProcess(command, name="dns-zone", env=child_env(), ready=partial(_resolves, port), log_path=log):
+        yield
+
+
+def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
+    from tests.harness import free_port
+
+    if not 0 <= args.tarpits < args.domains or args.hosts <= _tarpit_hosts(args) or args.messages < args.domains:
+        raise BenchError("isolation: needs 0 <= --tarpits < --domains <= --messages and --hosts > 2 * --tarpits")
+    queue = f"bench-isolation-{secrets.token_hex(4)}"
+    common = dict(
+        DATABASE_URL=ctx.services.database_url,
+        REDIS_URL=ctx.services.redis_url,
+        CELERY_TASK_DEFAULT_QUEUE=queue,
+        MAILSERVICE_SMTP_TIMEOUT=str(max(30.0, 1.5 * args.tarpit_seconds)),  # the tarpits do deliver
+        # A deferred message (a DNS lookup that timed out on a busy machine) comes back within seconds.
+        MAILSERVICE_DISPATCH_SWEEP_INTERVAL="1",
+        MAILSERVICE_DISPATCH_BACKOFF_BASE="0.5",
+        MAILSERVICE_DISPATCH_BACKOFF_MAX="4",
+    )
+    timeout = 120 + args.messages / 5
+    port, dns_port = free_port(), free_port()
+    with _dns(args, port=dns_port):
+        direct = server_env(
+            **common,
+            EMAIL_URL="mx://",
+            MAILSERVICE_DNS_RESOLVER=f"127.0.0.1:{dns_port}",
+            MAILSERVICE_MX_PORT=str(port),
+            MAILSERVICE_MX_ALLOW_PRIVATE="true",
+        )
+        with discard_sink() as sink:
+            relay_env = server_env(**common, EMAIL_URL=f"smtp://127.0.0.1:{sink.port}")
+            relay = _timed("relay", relay_env, args, tarpits=False, timeout=timeout)
+        with _receivers(args, port=port, tarpits=0):
+            clean = _timed("direct", direct, args, tarpits=False, timeout=timeout)
+        with _receivers(args, port=port, tarpits=_tarpit_hosts(args)):
+            slowed = _timed("tarpits", direct, args, tarpits=True, timeout=timeout)
+    section = Section(
+        title="Isolation: direct delivery and slow destinations",
+        summary=(
+            f"{args.messages:,} messages a run to {args.domains} domains over {args.hosts} receivers on 127.0.1.x "
+            f"(DNS on loopback, its own process), {args.workers} worker processes of {args.threads} dispatch threads; "
+            "in the last run "
+            f"{args.tarpits} domains delay every reply {args.tarpit_seconds:g} s. Timed: the messages to the other "
+            f"{args.domains - args.tarpits} domains, from the first claim to their last `delivered` event."
+        ),
+        header=["run", "messages timed", "seconds", "messages/s", "tarpit messages still queued at the end"],
+    )
+    for result in (relay, clean, slowed):
+        section.rows.append(
+            [result.name, f"{result.messages:,}", f"{result.seconds:.1f}", f"{result.rate:.0f}", str(result.deferred)]
+        )
+    # The same messages (the non-tarpit ones) are timed in the direct and the tarpit runs.
+    to_relay, slowdown = clean.rate / relay.rate, slowed.seconds / clean.seconds
+    section.ratios += [
+        Ratio("direct / relay (messages/s, no tarpits)", to_relay, ">= 0.8", to_relay >= 0.8),
+        Ratio("non-tarpit messages' time, with / without tarpits", slowdown, "<= 1.2", slowdown <= 1.2),
+    ]
+    return [section]
+
+
+SCENARIO = Scenario(
+    name="isolation",
+    help="direct delivery (mx://) against a relay, and 40 destinations' time beside 10 tarpits",
+    add_arguments=add_arguments,
+    tiny={"messages": 60, "domains": 6, "hosts": 12, "tarpits": 1, "tarpit_seconds": 1, "workers": 1, "threads": 2},
+    run=run,
+)
