@@ -39,6 +39,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         "## 9. Relay rate",
         "## 10. Webhook delivery",
         "## 11. Memory over many sends",
+        "## 12. Accept path behind PgBouncer",
     )
     for heading in headings:
         assert heading in results
@@ -49,9 +50,10 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert "EXPLAIN (ANALYZE, BUFFERS) of the query that finds one purge batch" in results
     assert "send / bare ceiling throughput, 1 recipient" in results and "requests/s per core" in results
     assert "product / bare httpx loop, deliveries per second" in results and "(flat)" in results
-    # Where the machine's CPU went, for the product and its ceiling or peer in scenarios 1, 2, 4 and 5.
-    assert results.count("Where the CPU went") == 8 and "PostgreSQL" in results
+    # Where the machine's CPU went, for the product and its ceiling or peer in scenarios 1, 2, 4, 5 and 12.
+    assert results.count("Where the CPU went") == 10 and "PostgreSQL" in results
+    assert "PgBouncer 1." in results and "server connections at once" in results
     assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
     plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "submission.png"}
-    plots |= {"fairness.png", "relay.png"}
+    plots |= {"fairness.png", "relay.png", "pooled.png"}
     assert {path.name for path in tmp_path.glob("*.png")} == plots
