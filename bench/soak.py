@@ -424,6 +424,7 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
             # A throwaway key for the throwaway cluster's DKIM keys.
             MAILSERVICE_ENCRYPTION_KEYS=os.environ.get("MAILSERVICE_ENCRYPTION_KEYS") or Fernet.generate_key().decode(),
             DJANGO_SETTINGS_MODULE="config.settings",
+            MAILSERVICE_ALLOW_UNSAFE_DURABILITY="true",  # the throwaway cluster runs with fsync=off, for speed
         )
         import django
         from django.core.management import call_command

@@ -45,6 +45,25 @@ def _refuse_to_start_without_encryption_keys(**_: Any) -> None:
         raise SystemExit(f"ImproperlyConfigured: {exc}") from None
 
 
+@worker_init.connect
+def _refuse_to_start_on_an_unsafe_database(**_: Any) -> None:
+    """A worker records each outcome as the proof a message went out once: on a PostgreSQL that may lose
+    commits in a crash it could send again, so it stops with one line naming the setting. A database it
+    cannot reach yet is not refused here: the worker waits for it, and /readyz checks again."""
+    from django.db import DatabaseError, connection
+
+    from mailservice.durability import unsafe_durability_message, unsafe_durability_settings
+
+    try:
+        unsafe = unsafe_durability_settings()
+    except DatabaseError:
+        return
+    finally:
+        connection.close()  # the start-up thread's: tasks and the dispatch loop open their own
+    if unsafe:
+        raise SystemExit(f"ImproperlyConfigured: {unsafe_durability_message(unsafe)}")
+
+
 class DispatchLoopStep(bootsteps.StartStopStep):
     """A worker that consumes the default queue (where dispatch tasks go) also runs the dispatch loop
     (messaging/outbound/loop.py) on PostgreSQL, with as many threads as its pool: sends wake it
@@ -60,14 +79,16 @@ class DispatchLoopStep(bootsteps.StartStopStep):
         from django.conf import settings
         from django.db import connection
 
-        from messaging.outbound.loop import DispatchLoop
+        from messaging.outbound.loop import DispatchLoop, listening_database
         from messaging.tasks import dispatch_woken
 
         dispatches = settings.CELERY_TASK_DEFAULT_QUEUE in worker.app.amqp.queues.consume_from
         if not dispatches or connection.vendor != "postgresql":
             return
         batch_size = settings.MAILSERVICE_DISPATCH_BATCH_SIZE
-        self.loop = DispatchLoop(threads=worker.concurrency, dispatch=dispatch_woken, batch_size=batch_size)
+        self.loop = DispatchLoop(
+            threads=worker.concurrency, dispatch=dispatch_woken, batch_size=batch_size, listen_to=listening_database()
+        )
         self.loop.start()
 
     def stop(self, worker: Any) -> None:

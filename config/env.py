@@ -137,3 +137,21 @@ def database_from_url(url: str, base_dir: Path) -> dict:
             "OPTIONS": options,
         }
     raise ImproperlyConfigured(f"DATABASE_URL scheme {parts.scheme!r} is not supported (use postgres:// or sqlite:///)")
+
+
+POOLERS = ("none", "pgbouncer")
+
+
+def database_behind_pooler(database: dict, pooler: str) -> dict:
+    """`database` (a DATABASES entry) as it must be behind `pooler` ("none" or "pgbouncer", from DATABASE_POOLER).
+
+    Behind a transaction-pooling PgBouncer one connection is a different server session from one transaction
+    to the next: no server-side cursors (QuerySet.iterator() opens one outside a transaction), and no prepared
+    statements unless the URL asks for them (PgBouncer 1.21+ with max_prepared_statements keeps them; Debian
+    12's 1.18 does not)."""
+    if pooler not in POOLERS:
+        raise ImproperlyConfigured(f"DATABASE_POOLER must be {' or '.join(POOLERS)}, got {pooler!r}")
+    if pooler == "none" or not database["ENGINE"].endswith("postgresql"):
+        return database
+    options = {"prepare_threshold": None, **database["OPTIONS"]}
+    return {**database, "DISABLE_SERVER_SIDE_CURSORS": True, "OPTIONS": options}

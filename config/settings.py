@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
 from config.env import (
+    database_behind_pooler,
     database_from_url,
     env_bool,
     env_fernet_keys,
@@ -159,6 +160,15 @@ DATABASES = {
 }
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# Behind a transaction-pooling PgBouncer: no session state (config/env.py). LISTEN is session state too:
+# the dispatch loop listens on DATABASE_DIRECT_URL, straight to PostgreSQL, or else polls.
+DATABASE_POOLER = env_str("DATABASE_POOLER", "none")
+DATABASES["default"] = database_behind_pooler(DATABASES["default"], DATABASE_POOLER)
+DATABASE_DIRECT_URL = env_str("DATABASE_DIRECT_URL")
+DATABASE_LISTEN = database_from_url(DATABASE_DIRECT_URL, BASE_DIR) if DATABASE_DIRECT_URL else None
+# A PostgreSQL with fsync or synchronous_commit off fails /readyz and the dispatch worker refuses to start
+# (mailservice/durability.py): a crash there could lose accepted mail. True accepts that (a test cluster).
+MAILSERVICE_ALLOW_UNSAFE_DURABILITY = env_bool("MAILSERVICE_ALLOW_UNSAFE_DURABILITY", False)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")

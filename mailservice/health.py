@@ -9,6 +9,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from kombu import Connection
 
+from mailservice.durability import unsafe_durability_message, unsafe_durability_settings
+
 # Seconds a probe waits for the cache or the broker before it counts as unreachable.
 PROBE_TIMEOUT = 2
 
@@ -36,6 +38,11 @@ def _check_migrations() -> str:
     return "unapplied migrations: run manage.py migrate"
 
 
+def _check_durability() -> str:
+    unsafe = unsafe_durability_settings()
+    return unsafe_durability_message(unsafe) if unsafe else OK
+
+
 def _check_cache() -> str:
     django_cache.set("mailservice:readyz", "1", timeout=10)
     return OK if django_cache.get("mailservice:readyz") == "1" else "the cache did not keep a value"
@@ -52,16 +59,18 @@ def _check_broker() -> str:
 _CHECKS: dict[str, Callable[[], str]] = {
     "database": _check_database,
     "migrations": _check_migrations,
+    "durability": _check_durability,
     "cache": _check_cache,
     "broker": _check_broker,
 }
 
 
 def readiness() -> dict[str, str]:
-    """Each dependency's state: "ok", or why it is not. Migrations are only checked on a reachable database."""
+    """Each dependency's state: "ok", or why it is not. Migrations and durability are only checked on a
+    reachable database."""
     results: dict[str, str] = {}
     for name, check in _CHECKS.items():
-        if name == "migrations" and results["database"] != OK:
+        if name in {"migrations", "durability"} and results["database"] != OK:
             results[name] = "not checked: the database is unreachable"
             continue
         try:

@@ -11,6 +11,7 @@ from bench.scenarios import (
     isolation,
     listing,
     memory,
+    pooled,
     purge,
     submission,
     webhooks,
@@ -30,7 +31,8 @@ SCENARIOS: dict[str, Scenario] = {
         delivery_control.RELAY,
         isolation.SCENARIO,
         webhooks.SCENARIO,
-        batch.SCENARIO,
         memory.SCENARIO,
+        batch.SCENARIO,
+        pooled.SCENARIO,
     ]
 }

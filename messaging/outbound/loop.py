@@ -8,6 +8,10 @@ which claims and sends batches until a claim comes back short of a full batch. T
 no Celery task per message, which was a fifth of the machine's CPU per send
 (bench/results/before-after-accept-round-four.md).
 
+LISTEN is session state, which a transaction-pooling PgBouncer does not keep: behind one
+(DATABASE_POOLER=pgbouncer) the loop listens on DATABASE_DIRECT_URL, a connection straight to
+PostgreSQL, or without it wakes a thread every POLL_SECONDS instead (one claim a second per worker).
+
 A notification sent while no worker listens is not kept. So a loop drains whatever is due when it
 starts and after it reconnects, and the sweeper (beat, every MAILSERVICE_DISPATCH_SWEEP_INTERVAL)
 still queues anything left behind, as it does for retries.
@@ -16,9 +20,10 @@ still queues anything left behind, as it does for retries.
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
+from django.conf import settings
 from django.db import close_old_connections, connections
 
 from mailservice.doorbell import CHANNEL
@@ -30,7 +35,15 @@ logger = logging.getLogger(__name__)
 
 LISTENER_APPLICATION_NAME = "mailservice dispatch listener"  # how it shows in pg_stat_activity
 RECONNECT_SECONDS = (0.5, 1, 2, 5, 10)  # backoff after a lost listening connection, then every 10 s
-POLL_SECONDS = 1.0  # how often the threads look at the stop flag while nothing arrives
+POLL_SECONDS = 1.0  # how often the threads look at the stop flag while nothing arrives (and wake, polling)
+
+
+def listening_database() -> dict[str, Any] | None:
+    """What the listening connection changes in the default database's settings: DATABASE_DIRECT_URL's,
+    nothing when PostgreSQL is reached directly, or None behind a pooler without a direct URL (poll)."""
+    if settings.DATABASE_LISTEN is not None:
+        return settings.DATABASE_LISTEN
+    return None if settings.DATABASE_POOLER != "none" else {}
 
 
 class DispatchLoop:
@@ -38,8 +51,15 @@ class DispatchLoop:
     listening for the notifications that wake them. A full batch wakes one more thread, so a backlog
     behind a single notification is drained by all of them."""
 
-    def __init__(self, *, threads: int, dispatch: Callable[[], "BatchCounts"], batch_size: int) -> None:
-        self._dispatch, self._batch_size = dispatch, batch_size
+    def __init__(
+        self,
+        *,
+        threads: int,
+        dispatch: Callable[[], "BatchCounts"],
+        batch_size: int,
+        listen_to: dict[str, Any] | None,
+    ) -> None:
+        self._dispatch, self._batch_size, self._listen_to = dispatch, batch_size, listen_to
         self._wakeup = threading.Condition()
         # Guarded by _wakeup: how many notifications have come, and whether one came that no thread
         # has yet taken up (a thread that takes it up claims after it, which covers it).
@@ -69,11 +89,15 @@ class DispatchLoop:
             self._wakeup.notify()
 
     def _listen(self) -> None:
+        if self._listen_to is None:
+            self._poll()
+            return
         failures = 0
         while not self._stopping.is_set():
             wrapper = connections.create_connection("default")  # a connection of its own, outside Django's
-            options = {**wrapper.settings_dict.get("OPTIONS", {}), "application_name": LISTENER_APPLICATION_NAME}
-            wrapper.settings_dict = {**wrapper.settings_dict, "OPTIONS": options}  # a copy: the setting is shared
+            database = {**wrapper.settings_dict, **self._listen_to}  # a copy: the setting is shared
+            options = {**database.get("OPTIONS", {}), "application_name": LISTENER_APPLICATION_NAME}
+            wrapper.settings_dict = {**database, "OPTIONS": options}
             try:
                 wrapper.ensure_connection()
                 listening: psycopg.Connection = wrapper.connection
@@ -90,6 +114,12 @@ class DispatchLoop:
                 self._stopping.wait(delay)
             finally:
                 wrapper.close()
+
+    def _poll(self) -> None:
+        """No connection can listen: wake a thread every POLL_SECONDS, as a notification would."""
+        while not self._stopping.is_set():
+            self._notify()
+            self._stopping.wait(POLL_SECONDS)
 
     def _send(self) -> None:
         while True:

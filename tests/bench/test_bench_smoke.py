@@ -40,6 +40,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         "## 10. Webhook delivery",
         "## 11. Memory over many sends",
         "## 12. Batch sending",
+        "## 13. Accept path behind PgBouncer",
     )
     for heading in headings:
         assert heading in results
@@ -55,9 +56,10 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert "messages/s through batches of" in results and "-message batch at 4 clients" in results
     assert "## Goals" in results
     assert "product / bare httpx loop, deliveries per second" in results and "(flat)" in results
-    # Where the machine's CPU went, for the product and its ceilings, references or peer in scenarios 1, 2, 4 and 5.
-    assert results.count("Where the CPU went") == 11 and "PostgreSQL" in results
+    # Where the machine's CPU went, for the product and its ceilings, references or peer in scenarios 1, 2, 4, 5 and 13.
+    assert results.count("Where the CPU went") == 13 and "PostgreSQL" in results
+    assert "PgBouncer 1." in results and "server connections at once" in results
     assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
     plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "submission.png"}
-    plots |= {"fairness.png", "relay.png", "batch.png"}
+    plots |= {"fairness.png", "relay.png", "batch.png", "pooled.png"}
     assert {path.name for path in tmp_path.glob("*.png")} == plots

@@ -7,11 +7,13 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 import redis
@@ -244,6 +246,88 @@ class PostgresCluster:
         with suppress(subprocess.CalledProcessError):
             self.pg_ctl("stop")
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class PgBouncer(ChildProcess):
+    """Debian's pgbouncer in transaction pooling mode on a free loopback port, in front of the PostgreSQL
+    of `database_url`: at most `pool_size` server connections for its database, however many clients.
+
+    pgbouncer refuses to run as root, so it runs as the `postgres` user when we are root. `admin` reads
+    its console (SHOW POOLS, SHOW STATS, ...)."""
+
+    BINARY = "/usr/sbin/pgbouncer"
+
+    def __init__(self, database_url: str, *, pool_size: int) -> None:
+        target = urlsplit(database_url)
+        self.port, self.user, self.database = free_port(), target.username or "postgres", target.path.lstrip("/")
+        self.directory = Path(tempfile.mkdtemp(prefix="pgbouncer-"))
+        (self.directory / "userlist.txt").write_text(f'"{self.user}" ""\n')
+        config = self.directory / "pgbouncer.ini"
+        config.write_text(
+            "[databases]\n"
+            f"{self.database} = host={target.hostname} port={target.port or 5432}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self.directory / 'userlist.txt'}\nadmin_users = {self.user}\n"
+            f"pool_mode = transaction\ndefault_pool_size = {pool_size}\nreserve_pool_size = 0\n"
+            "max_client_conn = 1000\n"
+        )
+        if os.geteuid() == 0:
+            shutil.chown(self.directory, "postgres", "postgres")
+        as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        super().__init__(
+            [*as_postgres, self.BINARY, str(config)],
+            name="pgbouncer",
+            env=dict(os.environ),
+            ready=lambda: _accepts_connections(self.port),
+            ready_timeout=10,
+        )
+
+    @property
+    def url(self) -> str:
+        return f"postgres://{self.user}@127.0.0.1:{self.port}/{self.database}"
+
+    def admin(self, command: str) -> list[dict[str, object]]:
+        """The rows of an admin console command (the console speaks only the simple query protocol, which
+        psycopg uses for a statement without parameters)."""
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user=self.user, dbname="pgbouncer", autocommit=True
+        ) as conn:
+            return conn.cursor(row_factory=dict_row).execute(command).fetchall()  # type: ignore[return-value]
+
+    def stop(self) -> None:
+        super().stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class PoolWatch:
+    """Samples pgbouncer's SHOW POOLS for its database every 50 ms while it runs: the most server connections
+    (in any state) and client connections it saw at once."""
+
+    def __init__(self, bouncer: PgBouncer) -> None:
+        self.bouncer, self.servers, self.clients = bouncer, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            pools = [row for row in self.bouncer.admin("SHOW POOLS") if row["database"] == self.bouncer.database]
+            if not pools:  # no client has connected yet
+                continue
+            [pool] = pools
+            servers = sum(int(pool[state]) for state in ("sv_active", "sv_idle", "sv_used", "sv_tested", "sv_login"))
+            self.servers = max(self.servers, servers)
+            self.clients = max(self.clients, int(pool["cl_active"]) + int(pool["cl_waiting"]))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def self_signed_certificate(directory: Path, *, host: str = "localhost") -> tuple[Path, Path]:
