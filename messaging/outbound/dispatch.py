@@ -253,6 +253,10 @@ def _classify(message: Message, result: SendResult) -> SendOutcome:
         delivered = _reply_event(EventType.DELIVERED, "", result.final, domain=domain, host=result.remote_host)
         return SendOutcome(Status.DELIVERED, [*rejected, delivered])
     replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
+    if all(reply.code >= 500 and reply.local for reply in replies):
+        # No server refused it: the service found it cannot be delivered (a null MX, no such domain).
+        failed = _reply_event(EventType.FAILED, "", result.final, domain=domain, host=result.remote_host)
+        return SendOutcome(Status.FAILED, [*rejected, failed], failed.detail)
     if all(reply.code >= 500 for reply in replies):
         bounced = _reply_event(EventType.BOUNCED, "", result.final, domain=domain, bounce=True, host=result.remote_host)
         return SendOutcome(Status.BOUNCED, [*rejected, bounced], bounced.detail)

@@ -137,7 +137,9 @@ def a_label(domain: str) -> str:
     try:
         return idna.encode(domain.rstrip("."), uts46=True).decode("ascii")
     except UnicodeError as exc:  # idna.IDNAError is one; also an address literal such as [192.0.2.1]
-        raise Undeliverable(Reply(550, f"5.1.2 {domain} is not a domain name mail can be routed to: {exc}")) from None
+        raise Undeliverable(
+            Reply(550, f"5.1.2 {domain} is not a domain name mail can be routed to: {exc}", local=True)
+        ) from None
 
 
 def mx_hosts(resolver: dns.resolver.Resolver, domain: str) -> list[str]:
@@ -145,13 +147,15 @@ def mx_hosts(resolver: dns.resolver.Resolver, domain: str) -> list[str]:
     try:
         answer = resolver.resolve(domain, "MX", search=False)
     except dns.resolver.NXDOMAIN:
-        raise Undeliverable(Reply(550, f"5.1.2 the domain {domain} does not exist (NXDOMAIN)")) from None
+        raise Undeliverable(Reply(550, f"5.1.2 the domain {domain} does not exist (NXDOMAIN)", local=True)) from None
     except dns.resolver.NoAnswer:
         return [domain]  # no MX record: the domain is its own mail host (RFC 5321 5.1)
     except dns.exception.DNSException as exc:  # SERVFAIL, a timeout, a malformed answer: ask again later
         raise Undeliverable(Reply(451, f"4.4.3 the MX lookup of {domain} failed: {_brief(exc)}")) from None
     if any(record.exchange == dns.name.root for record in answer):
-        raise Undeliverable(Reply(550, f"5.1.10 {domain} accepts no mail: it publishes a null MX (0 .), RFC 7505"))
+        raise Undeliverable(
+            Reply(550, f"5.1.10 {domain} accepts no mail: it publishes a null MX (0 .), RFC 7505", local=True)
+        )
     by_preference: dict[int, list[str]] = {}
     for record in answer:
         by_preference.setdefault(record.preference, []).append(record.exchange.to_text(omit_final_dot=True).lower())
@@ -243,7 +247,7 @@ class _Search:
             return Undeliverable(
                 Reply(451, f"4.4.1 no mail host of {domain} could be used ({self.attempts} tried): {last}")
             )
-        return Undeliverable(Reply(550, f"5.4.4 no mail host of {domain} may be used: {last}"))
+        return Undeliverable(Reply(550, f"5.4.4 no mail host of {domain} may be used: {last}", local=True))
 
 
 class MxConnection:

@@ -80,6 +80,8 @@ _ENHANCED_STATUS = re.compile(r"[245]\.\d{1,3}\.\d{1,3}\b")
 class Reply:
     code: int
     text: str
+    # Made by this service where no server answered (direct delivery: a null MX, a domain that does not exist).
+    local: bool = False
 
     def __str__(self) -> str:
         return f"{self.code} {self.text}".strip()

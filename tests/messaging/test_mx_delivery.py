@@ -116,7 +116,9 @@ def test_a_null_mx_fails_the_message_at_once_without_a_connection(zone, receiver
 
     message = dispatched("bob@nomail.test")
 
-    assert message.status == Status.BOUNCED
+    # `failed`, not `bounced`: no server refused it, the service found it undeliverable.
+    assert message.status == Status.FAILED
+    assert message.events.get().type == EventType.FAILED
     assert "550 5.1.10" in message.last_error and "null MX" in message.last_error
     assert message.attempts == 1
     assert receiver.connections == 0
@@ -127,7 +129,7 @@ def test_a_domain_that_does_not_exist_fails_permanently_a_failing_lookup_defers(
 
     missing, broken = dispatched("bob@missing.test"), dispatched("bob@broken.test")
 
-    assert (missing.status, missing.last_error[:9]) == (Status.BOUNCED, "550 5.1.2")
+    assert (missing.status, missing.last_error[:9]) == (Status.FAILED, "550 5.1.2")
     assert (broken.status, broken.last_error[:9]) == (Status.ACCEPTED, "451 4.4.3")
     assert broken.next_attempt_at > timezone.now()
     assert broken.events.filter(type=EventType.DEFERRED).count() == 1
