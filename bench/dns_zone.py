@@ -19,6 +19,7 @@ def destination(number: int) -> str:
 
 def zone_for(domains: int, hosts: int) -> Zone:
     zone = Zone()
+    zone.ttl = 300  # as real MX and address records have: delivery's resolver cache keeps them
     for number in range(domains):
         for which in (0, 1):
             name = f"mx{which}.{destination(number)}"

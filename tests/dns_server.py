@@ -28,6 +28,8 @@ class Zone(BaseResolver):
         self.failing: set[str] = set()
         self.authenticated: set[str] = set()
         self.delay = 0.0  # seconds before each answer: above a resolver's timeout, lookups time out
+        # Every answer's TTL: 0, so no resolver's cache keeps what a test changes (a test of the cache sets it).
+        self.ttl = 0
 
     def publish_tlsa(self, name: str, usage: int, selector: int, mtype: int, data: bytes) -> None:
         """A TLSA record (RFC 6698) at `name`, e.g. `_25._tcp.mx.example.test`."""
@@ -73,10 +75,10 @@ class Zone(BaseResolver):
             alias = self.records.get((owner, "CNAME"))
             if not alias or qtype == "CNAME":
                 break
-            reply.add_answer(RR(owner, QTYPE.CNAME, rdata=alias[0], ttl=60))
+            reply.add_answer(RR(owner, QTYPE.CNAME, rdata=alias[0], ttl=self.ttl))
             owner = str(alias[0].label).rstrip(".").lower()
         for rdata in self.records.get((owner, qtype), []):
-            reply.add_answer(RR(owner, request.q.qtype, rdata=rdata, ttl=60))
+            reply.add_answer(RR(owner, request.q.qtype, rdata=rdata, ttl=self.ttl))
         if not any(known == name for known, _ in self.records):
             reply.header.rcode = RCODE.NXDOMAIN
         return reply

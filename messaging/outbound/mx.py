@@ -29,6 +29,7 @@ the rate, a connection slot for each session opened, and the slow-down replies; 
 returns a result with `not_sent`, which dispatch puts back without using an attempt.
 """
 
+import functools
 import ipaddress
 import random
 import smtplib
@@ -511,6 +512,18 @@ def _not_sent(refusal: NotSent) -> SendResult:
     return SendResult(final=Reply(451, f"4.4.5 not sent: {refusal.why}"), not_sent=refusal)
 
 
+# Routing answers (MX, A/AAAA, the MTA-STS TXT) kept for their TTL across batches, as an MTA's resolver
+# keeps them: without, every batch asked again for each of its domains (3 queries a destination).
+# DANE's lookups never use it (mx_tls asks afresh, for the AD bit of each answer).
+ANSWER_CACHE_SIZE = 10_000
+
+
+@functools.cache
+def _answer_cache(resolver_address: tuple[object, ...]) -> dns.resolver.LRUCache:
+    """One cache per resolver configured (the tests start a DNS server per test)."""
+    return dns.resolver.LRUCache(ANSWER_CACHE_SIZE)
+
+
 class MxTransport:
     """Direct delivery; its settings are read at each batch (tests change them while a process runs)."""
 
@@ -518,8 +531,10 @@ class MxTransport:
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
+        resolver = dns_resolver()
+        resolver.cache = _answer_cache((*resolver.nameservers, resolver.port))
         connection = MxConnection(
-            resolver=dns_resolver(),
+            resolver=resolver,
             port=settings.MAILSERVICE_MX_PORT,
             timeout=settings.MAILSERVICE_SMTP_TIMEOUT,
             allow_private=settings.MAILSERVICE_MX_ALLOW_PRIVATE,

@@ -72,6 +72,21 @@ def dispatched(*recipients: str) -> Message:
     return message
 
 
+@pytest.mark.parametrize(("ttl", "second_goes_to"), [(300, "127.0.0.2"), (0, "127.0.0.3")])
+def test_routing_answers_are_kept_for_their_ttl_across_batches(zone, receivers, ttl, second_goes_to):
+    zone.ttl = ttl
+    mx(zone, "moved.test", (10, "mx1.moved.test", "127.0.0.2"))
+    old, new = receivers("127.0.0.2"), receivers("127.0.0.3")
+    assert send("bob@moved.test").delivered
+
+    zone.records[("moved.test", "MX")].clear()
+    mx(zone, "moved.test", (10, "mx2.moved.test", "127.0.0.3"))
+    assert send("carol@moved.test").delivered
+
+    arrived = {"127.0.0.2": old, "127.0.0.3": new}
+    assert [r.rcpt_tos for r in arrived[second_goes_to].received][-1] == ["carol@moved.test"]
+
+
 @pytest.mark.parametrize("first", ["refuses connections", "greets with 421"])
 def test_hosts_are_tried_in_preference_order_and_a_failing_one_passes_to_the_next(zone, receivers, mx_port, first):
     mx(zone, "example.test", (30, "mx3.example.test", "127.0.0.4"), (10, "mx1.example.test", "127.0.0.2"))
