@@ -32,7 +32,7 @@ from mailservice.console import (
     sandboxed_html,
 )
 from mailservice.errors import ApiError
-from messaging.models import Direction, Message, MessageEvent, Suppression
+from messaging.models import Direction, Message, MessageEvent, ReportMail, Suppression
 from messaging.outbound.destinations import held_destinations
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.relay_limits import relay_rate_status
@@ -552,3 +552,32 @@ class SourceAddressAdmin(ConsoleModelAdmin):
     @admin.display(description="Sent today")
     def today(self, row: SourceAddress) -> int:
         return row.count_today  # type: ignore[attr-defined]  # set by the change list
+
+
+@admin.register(ReportMail)
+class ReportMailAdmin(ConsoleModelAdmin):
+    """Mail received at the DMARC and TLS report addresses, with what became of it: stored as a report, a
+    duplicate, or refused with the reason (an unreadable report, a domain the service does not know).
+    Read-only: the message itself is never rendered, only its size."""
+
+    list_display = ["created_at", "kind", "outcome", "domain", "envelope_from", "reason_short"]
+    list_filter = ["kind", "outcome"]
+    list_select_related = ["domain"]
+    ordering = ["-created_at"]  # the outcome index serves it with the outcome filter
+    show_full_result_count = False
+    fields = ["created_at", "kind", "outcome", "reason", "domain", "envelope_from", "subject", "size"]
+    readonly_fields = ["created_at", "kind", "outcome", "reason", "domain", "envelope_from", "subject", "size"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ReportMail | None = None) -> bool:
+        return False
+
+    @admin.display(description="Reason")
+    def reason_short(self, entry: ReportMail) -> str:
+        return entry.reason[:120] or "—"
+
+    @admin.display(description="Size")
+    def size(self, entry: ReportMail) -> str:
+        return f"{len(entry.raw):,} bytes"

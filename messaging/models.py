@@ -521,6 +521,8 @@ class ReportMail(models.Model):
         indexes = [
             # The console's list of report mail, newest first, filtered by outcome.
             models.Index(fields=["outcome", "-created_at"], name="report_mail_outcome_idx"),
+            # Retention's purge of what is past MAILSERVICE_RETENTION_DAYS (messaging/retention.py).
+            models.Index(fields=["created_at"], name="report_mail_created_idx"),
         ]
 
     def __str__(self) -> str:

@@ -21,7 +21,16 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from domains.models import Domain
-from messaging.models import DailyMessageCount, Message, MessageEvent, Status, Suppression
+from messaging.models import (
+    DailyMessageCount,
+    Message,
+    MessageEvent,
+    ReportMail,
+    Status,
+    Suppression,
+    TlsReportSubmission,
+    TlsSessionCount,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -118,3 +127,18 @@ def messages_purge(*, dry_run: bool = False, now: datetime | None = None, batch_
     if not dry_run and result.total:
         logger.info("retention: purged %d message(s): %s", result.total, result.purged)
     return result
+
+
+def report_data_purge(*, now: datetime | None = None) -> dict[str, int]:
+    """Delete, past MAILSERVICE_RETENTION_DAYS, the mail received at the report addresses (kept whole,
+    with why it was or was not stored as a report) and direct delivery's TLS-RPT counts and sent-report
+    records; the parsed DMARC and TLS reports stay (small rows, the domain page's history)."""
+    cutoff = (now or timezone.now()) - timedelta(days=settings.MAILSERVICE_RETENTION_DAYS)
+    deleted = {
+        "report mail": ReportMail.objects.filter(created_at__lt=cutoff).delete()[0],
+        "TLS session counts": TlsSessionCount.objects.filter(day__lt=cutoff.date()).delete()[0],
+        "TLS report submissions": TlsReportSubmission.objects.filter(day__lt=cutoff.date()).delete()[0],
+    }
+    if any(deleted.values()):
+        logger.info("retention: purged %s", ", ".join(f"{count} {what}" for what, count in deleted.items() if count))
+    return deleted

@@ -14,7 +14,7 @@ from messaging import aggregates
 from messaging.idempotency import idempotency_purge
 from messaging.outbound import dispatch
 from messaging.readiness import readiness_check_all
-from messaging.retention import messages_purge
+from messaging.retention import messages_purge, report_data_purge
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ def dispatch_enqueue(*, public_id: str) -> None:
 
 @shared_task(name="messaging.retention_purge")
 def retention_purge_task() -> int:
+    report_data_purge()
     return messages_purge().total
 
 
