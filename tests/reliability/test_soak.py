@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.live, pytest.mark.soak]
 
 
 def test_nothing_is_lost_or_duplicated_while_workers_redis_postgres_the_relay_and_web_break(tmp_path):
-    seconds = os.environ.get("SOAK_CI_SECONDS", "45")
+    seconds = os.environ.get("SOAK_CI_SECONDS", "60")
     summary = tmp_path / "soak.md"
     env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "DJANGO_SETTINGS"))}
     env.pop("DATABASE_URL", None)
