@@ -31,7 +31,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         running(PoolWatch(bouncer)) as watch,
     ):
         env = server_env(DATABASE_URL=bouncer.url, DATABASE_POOLER="pgbouncer", REDIS_URL=ctx.services.redis_url)
-        pooled = accept.measure(args, env, domain=DOMAIN)
+        pooled = accept.measure(args, env, domain=DOMAIN, services=ctx.services)
     summary = (
         f"Scenario 1 with every web thread's connection behind PgBouncer in transaction pooling mode, "
         f"`default_pool_size = {args.pool_size}`; compare its rows with scenario 1's."

@@ -57,7 +57,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert "## Goals" in results
     assert "product / bare httpx loop, deliveries per second" in results and "(flat)" in results
     # Where the machine's CPU went, for the product and its ceilings, references or peer in scenarios 1, 2, 4, 5 and 13.
-    assert results.count("Where the CPU went") == 13 and "PostgreSQL" in results
+    assert results.count("Where the CPU went") == 14 and "PostgreSQL" in results
     assert "PgBouncer 1." in results and "server connections at once" in results
     assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
     plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "submission.png"}
