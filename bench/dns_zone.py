@@ -14,7 +14,10 @@ from tests.dns_server import Zone
 
 
 def destination(number: int) -> str:
-    return f"d{number}.isolation.bench.example"
+    """A registrable domain of its own (under the unlisted TLD `example`), so its MX hosts are a destination of
+    their own: under one parent (d<n>.isolation.bench.example) every domain rolled up into one, `bench.example`,
+    whose connection cap the tarpits then held for all of them."""
+    return f"isolation-d{number}.example"
 
 
 def zone_for(domains: int, hosts: int) -> Zone:
