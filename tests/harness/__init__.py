@@ -30,7 +30,7 @@ from tests.harness.servers import (
     submission_smtp_server,
     web_server,
 )
-from tests.harness.smtp import Received, SinkBehaviour, SmtpSink, serves_smtp, smtp_sink
+from tests.harness.smtp import Received, SinkBehaviour, SmtpSink, busy_greeter, serves_smtp, smtp_sink, socket_server
 
 __all__ = [
     "BIN",
@@ -51,6 +51,7 @@ __all__ = [
     "Startable",
     "WebProcess",
     "answers_http",
+    "busy_greeter",
     "celery_worker",
     "child_env",
     "child_server",
@@ -64,6 +65,7 @@ __all__ = [
     "self_signed_certificate",
     "serves_smtp",
     "smtp_sink",
+    "socket_server",
     "submission_smtp_server",
     "wait_until",
     "web_server",

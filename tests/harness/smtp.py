@@ -4,11 +4,12 @@ import asyncio
 import email
 import email.policy
 import smtplib
+import socket
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 
 from aiosmtpd.controller import Controller
@@ -140,3 +141,40 @@ def serves_smtp(port: int) -> bool:
             return smtp.noop()[0] == 250
     except (OSError, smtplib.SMTPException):
         return False
+
+
+@contextmanager
+def socket_server(host: str, port: int, behaviour: Callable[[socket.socket], None]) -> Iterator[list[int]]:
+    """A raw TCP server (what aiosmtpd cannot be: a peer that breaks SMTP) running `behaviour` on each
+    connection, in a thread of its own, until the client goes away; yields the connection count."""
+    accepted = [0]
+    stop = threading.Event()
+
+    def handle(client: socket.socket) -> None:
+        with client, suppress(OSError):  # the client hung up, as it should
+            behaviour(client)
+
+    with socket.create_server((host, port)) as server:
+        server.settimeout(0.1)
+
+        def serve() -> None:
+            while not stop.is_set():
+                try:
+                    client, _ = server.accept()
+                except TimeoutError:
+                    continue
+                accepted[0] += 1
+                threading.Thread(target=handle, args=(client,), daemon=True).start()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield accepted
+        finally:
+            stop.set()
+            thread.join()
+
+
+def busy_greeter(host: str, port: int, greeting: bytes) -> AbstractContextManager[list[int]]:
+    """A server that greets every connection with `greeting` (a 421) and closes it; yields its connection count."""
+    return socket_server(host, port, lambda client: client.sendall(greeting))

@@ -5,7 +5,6 @@ Real servers throughout: a DNS server on loopback for the MX records, aiosmtpd r
 127.0.0.x sharing MAILSERVICE_MX_PORT (or one as the relay), a raw socket server for a 421 greeting;
 the fleet's shared state is the test run's Redis (in-process without it)."""
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,9 +24,12 @@ from messaging.outbound.shaping import destination_list, destination_of, destina
 from messaging.outbound.transports import Envelope, Reply, SendResult
 from tests.dns_server import Zone, dns_server
 from tests.factories import MessageFactory
-from tests.harness import SmtpSink, free_port, smtp_sink
+from tests.harness import SmtpSink, busy_greeter, free_port, smtp_sink
 
 pytestmark = pytest.mark.django_db
+
+# Postfix at its connection limit.
+RELAY_BUSY = b"421 4.7.0 mail.relay.test Error: too many connections from 127.0.0.1\r\n"
 
 
 @pytest.fixture(autouse=True)
@@ -223,7 +225,7 @@ def test_a_421_greeting_from_every_host_slows_the_destination_without_an_attempt
     mx(zone, "busy.test", "mx.busy.test", "127.0.0.2")
     message = due("a@busy.test")
 
-    with busy_greeter("127.0.0.2", settings.MAILSERVICE_MX_PORT):
+    with busy_greeter("127.0.0.2", settings.MAILSERVICE_MX_PORT, RELAY_BUSY):
         dispatch_batch()
 
     message = fresh(message)
@@ -252,33 +254,6 @@ def test_an_authentication_refusal_fails_the_recipient_with_what_to_fix(receiver
 # --- slow-down answers from a relay -------------------------------------------------------------------
 
 
-@contextmanager
-def busy_greeter(host: str, port: int) -> Iterator[list[int]]:
-    """A server greeting every connection with a 421 (Postfix at its connection limit); [connections]."""
-    accepted = [0]
-    with socket.create_server((host, port)) as server:
-        server.settimeout(0.1)
-        stop = threading.Event()
-
-        def serve() -> None:
-            while not stop.is_set():
-                try:
-                    client, _ = server.accept()
-                except TimeoutError:
-                    continue
-                accepted[0] += 1
-                with client:
-                    client.sendall(b"421 4.7.0 mail.relay.test Error: too many connections from 127.0.0.1\r\n")
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        try:
-            yield accepted
-        finally:
-            stop.set()
-            thread.join()
-
-
 @pytest.fixture
 def relay(settings) -> Iterator[SmtpSink]:
     with smtp_sink() as sink:
@@ -293,7 +268,7 @@ def test_a_relay_421_at_greeting_uses_no_attempt_and_is_retried_within_seconds(s
     message = due("a@example.org")
     follow_ups: list[int] = []
 
-    with busy_greeter("127.0.0.1", port) as greeted:
+    with busy_greeter("127.0.0.1", port, RELAY_BUSY) as greeted:
         dispatch_batch(on_slow_down=lambda: follow_ups.append(1))
 
     message = fresh(message)

@@ -2,10 +2,8 @@
 temporary outcome that says why, in relay and in direct (mx://) mode, whatever the server sends."""
 
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -17,7 +15,7 @@ from messaging.outbound.mx import MxTransport
 from messaging.outbound.transports import Envelope, RelayConfig, SmtpConnection
 from tests.dns_server import dns_server
 from tests.factories import MessageFactory
-from tests.harness import free_port, smtp_sink, wait_until
+from tests.harness import free_port, smtp_sink, socket_server, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -57,37 +55,6 @@ BEHAVIOURS: dict[str, tuple[Callable[[socket.socket], None], str]] = {
 }
 
 
-@contextmanager
-def hostile_server(host: str, port: int, behaviour: Callable[[socket.socket], None]) -> Iterator[list[int]]:
-    """Accepts connections and runs `behaviour` on each until the client goes away; yields the connection count."""
-    accepted = [0]
-    stop = threading.Event()
-
-    def handle(client: socket.socket) -> None:
-        with client, suppress(OSError):  # the client hung up, as it should
-            behaviour(client)
-
-    with socket.create_server((host, port)) as server:
-        server.settimeout(0.1)
-
-        def serve() -> None:
-            while not stop.is_set():
-                try:
-                    client, _ = server.accept()
-                except TimeoutError:
-                    continue
-                accepted[0] += 1
-                threading.Thread(target=handle, args=(client,), daemon=True).start()
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        try:
-            yield accepted
-        finally:
-            stop.set()
-            thread.join()
-
-
 @pytest.mark.parametrize("behaviour", BEHAVIOURS, ids=list(BEHAVIOURS))
 def test_a_relay_that_never_ends_a_reply_gives_a_bounded_temporary_outcome(settings, behaviour):
     port = free_port()
@@ -96,7 +63,7 @@ def test_a_relay_that_never_ends_a_reply_gives_a_bounded_temporary_outcome(setti
     action, expected = BEHAVIOURS[behaviour]
     message = MessageFactory(next_attempt_at=timezone.now() - timedelta(seconds=1))
 
-    with hostile_server("127.0.0.1", port, action):
+    with socket_server("127.0.0.1", port, action):
         started = time.monotonic()
         dispatch_batch()
         elapsed = time.monotonic() - started
@@ -115,7 +82,7 @@ def test_a_reply_at_the_line_cap_is_read_whole():
         client.recv(1024)
 
     port = free_port()
-    with hostile_server("127.0.0.1", port, ehlo_of_99_lines):
+    with socket_server("127.0.0.1", port, ehlo_of_99_lines):
         connection = SmtpConnection(RelayConfig("127.0.0.1", port, "", "", "none"), TIMEOUT)
         assert connection.smtp.has_extn("pipelining")
         connection.smtp.close()
@@ -127,7 +94,7 @@ def test_a_hostile_mx_gives_a_temporary_reply_naming_it(settings, behaviour):
     settings.MAILSERVICE_MX_PORT = port = free_port()
     settings.MAILSERVICE_SMTP_TIMEOUT = TIMEOUT
     action, expected = BEHAVIOURS[behaviour]
-    with dns_server() as (zone, address), hostile_server("127.0.0.2", port, action):
+    with dns_server() as (zone, address), socket_server("127.0.0.2", port, action):
         settings.MAILSERVICE_DNS_RESOLVER = address
         zone.publish_mx("hostile.test", "mx.hostile.test")
         zone.publish_address("mx.hostile.test", "127.0.0.2")
@@ -173,7 +140,7 @@ def test_a_slow_destination_delays_only_its_own_messages(settings):
     due = timezone.now() - timedelta(seconds=1)
     with (
         dns_server() as (zone, address),
-        hostile_server("127.0.0.2", port, slow_replies),
+        socket_server("127.0.0.2", port, slow_replies),
         smtp_sink(host="127.0.0.3", port=port) as fast,
     ):
         settings.MAILSERVICE_DNS_RESOLVER = address

@@ -4,10 +4,8 @@ MAILSERVICE_MX_PORT. Dispatch runs in-process; the receivers count the connectio
 
 import socket
 import ssl
-import threading
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from datetime import timedelta
 
 import pytest
@@ -20,36 +18,11 @@ from messaging.outbound.mx import MxTransport, validate_mx_url
 from messaging.outbound.transports import Envelope, RelayConfig, SendResult
 from tests.dns_server import Zone, unanswering_dns_server
 from tests.factories import MessageFactory
-from tests.harness import self_signed_certificate
+from tests.harness import busy_greeter, self_signed_certificate
 
 pytestmark = pytest.mark.django_db
 
-
-@contextmanager
-def busy_greeter(host: str, port: int) -> Iterator[list[int]]:
-    """A server that greets every connection with 421 and closes it; yields its connection count."""
-    accepted = [0]
-    with socket.create_server((host, port)) as server:
-        server.settimeout(0.1)
-        stop = threading.Event()
-
-        def serve() -> None:
-            while not stop.is_set():
-                try:
-                    client, _ = server.accept()
-                except TimeoutError:
-                    continue
-                accepted[0] += 1
-                with client:
-                    client.sendall(b"421 4.3.2 too busy, try another host\r\n")
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        try:
-            yield accepted
-        finally:
-            stop.set()
-            thread.join()
+TOO_BUSY = b"421 4.3.2 too busy, try another host\r\n"
 
 
 def mx(zone: Zone, domain: str, *hosts: tuple[int, str, str]) -> None:
@@ -95,7 +68,7 @@ def test_hosts_are_tried_in_preference_order_and_a_failing_one_passes_to_the_nex
 
     with ExitStack() as stack:
         if first == "greets with 421":
-            greeted = stack.enter_context(busy_greeter("127.0.0.2", mx_port))
+            greeted = stack.enter_context(busy_greeter("127.0.0.2", mx_port, TOO_BUSY))
         result = send("bob@example.test")
 
     assert result.delivered, result
