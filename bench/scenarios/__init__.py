@@ -13,6 +13,7 @@ from bench.scenarios import (
     memory,
     pooled,
     purge,
+    sizing,
     submission,
     webhooks,
 )
@@ -34,5 +35,6 @@ SCENARIOS: dict[str, Scenario] = {
         memory.SCENARIO,
         batch.SCENARIO,
         pooled.SCENARIO,
+        sizing.SCENARIO,
     ]
 }

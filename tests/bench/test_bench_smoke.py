@@ -41,6 +41,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         "## 11. Memory over many sends",
         "## 12. Batch sending",
         "## 13. Accept path behind PgBouncer",
+        "## 14. Database size per message",
     )
     for heading in headings:
         assert heading in results
@@ -55,6 +56,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert "single send / R0 (bare reference) throughput, 1 recipient" in results
     assert "messages/s through batches of" in results and "-message batch at 4 clients" in results
     assert "## Goals" in results
+    assert "bytes of WAL per message" in results and "transactions committed per message" in results
     assert "product / bare httpx loop, deliveries per second" in results and "(flat)" in results
     # Where the machine's CPU went, for the product and its ceilings, references or peer in scenarios 1, 2, 4, 5 and 13.
     assert results.count("Where the CPU went") == 14 and "PostgreSQL" in results
