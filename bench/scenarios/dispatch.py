@@ -494,7 +494,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         "(with fewer than three chunks, at the tiny size, its command's wall time is used).",
         "The two do not promise the same: django-post-office writes a chunk's statuses once the chunk is sent, so "
         "a worker lost mid-chunk sends the whole chunk again; the product writes each message's outcome as it is "
-        "sent, so at most the message in flight is sent twice. That write is most of the PostgreSQL time below.",
+        "sent, so at most the message in flight is sent twice: most of the product's PostgreSQL time above.",
         bottleneck_note("The sink, in its busiest run,", busiest),
         *_goal_notes(product, goals, signature_ms=work.rsa_ms),
     ]
