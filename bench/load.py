@@ -1,12 +1,12 @@
 """HTTP load for the benchmarks: wrk for closed loops (fixed concurrency), an asyncio generator for open loops.
 
-Closed loops run Debian's `wrk` (C, 0.12 ms of CPU a request against this module's asyncio generator's
-0.43, so the generator cannot cap a fast server): `run_wrk` writes a Lua script that sets the request and
-prints a JSON summary (completed requests, errors, the latency histogram) from wrk's `done()` hook, and
-parses it into the same LoadResult. wrk runs for a duration, not a count: it has no way to stop after N
-requests and still time the run. wrk has no open loop (wrk2, which has, is not in Debian), so fixed arrival
-rates stay on the asyncio generator (`run_load`), which is also the small loader of scenarios that only need
-requests made (list pages at concurrency 1, the memory scenario's sends).
+Closed loops run Debian's `wrk` (C, 0.06 to 0.12 ms of CPU a request against this module's asyncio
+generator's 0.24 to 0.43, so the driver cannot cap a fast server): `run_wrk` writes a Lua script that sets
+the request and prints a JSON summary (completed requests, errors, the latency histogram) from wrk's
+`done()` hook, and parses it into the same LoadResult. wrk runs for a duration, not a count: it has no way
+to stop after N requests and still time the run. wrk has no open loop (wrk2, which has, is not in Debian),
+so fixed arrival rates stay on the asyncio generator (`run_load`), which is also the small loader of
+scenarios that only need requests made (list pages at concurrency 1, the memory scenario's sends).
 
 Both drivers ask the server to close the connection after each response (`Connection: close`), so each
 request is connect, write, read, close: a gunicorn sync worker (the fixed references) serves one request a
@@ -27,6 +27,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from urllib.parse import urlsplit
+
+from bench.stack import BenchError
 
 # A status wrk counts without telling which: it reports only how many responses had a status above 399.
 WRK_ERROR_STATUS = 1
@@ -71,7 +73,8 @@ def make_target(base_url: str, *, method: str, paths: list[str], token: str, bod
 
 @dataclass
 class LoadResult:
-    latencies: list[float] = field(default_factory=list)  # seconds, successful (2xx) requests only
+    # Seconds: run_load's successful (2xx) requests; run_wrk's corrected histogram (see _WRK_DONE).
+    latencies: list[float] = field(default_factory=list)
     statuses: Counter = field(default_factory=Counter)
     seconds: float = 0.0  # wall time the load ran
     client_cpu: list[float] = field(default_factory=list)  # per generator process, CPU seconds / wall seconds
@@ -215,7 +218,9 @@ def _lua_string(value: bytes) -> str:
 
 
 # wrk calls done() once at the end with its summary and its latency histogram (`latency(i)` is the i-th
-# distinct value in microseconds and how many requests took it), printed whole so rounds merge exactly.
+# distinct value in microseconds and its count), printed whole so rounds merge exactly. wrk has already
+# corrected the histogram for coordinated omission: a response slower than twice the mean cycle also counts
+# the requests its connection would have sent meanwhile, at the latencies they would have seen.
 _WRK_DONE = """
 function done(summary, latency, requests)
   local buckets = {}
@@ -270,12 +275,15 @@ def run_wrk(
         script.flush()
         command = ["wrk", "--threads", str(threads), "--connections", str(max(concurrency, threads))]
         command += ["--duration", f"{seconds}s", "--timeout", f"{timeout_seconds}s", "--script", script.name]
-        process = subprocess.Popen(
-            [*command, f"http://{target.host}:{target.port}{target.paths[0]}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        try:
+            process = subprocess.Popen(
+                [*command, f"http://{target.host}:{target.port}{target.paths[0]}"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        except FileNotFoundError:
+            raise BenchError("the closed loops need Debian's wrk: apt-get install wrk") from None
         assert process.stdout is not None
         output = process.stdout.read()
         _, status, usage = os.wait4(process.pid, 0)
@@ -284,8 +292,8 @@ def run_wrk(
         raise RuntimeError(f"wrk exited with {process.returncode}:\n{output[-2000:]}")
     summary = _parse_wrk(output)
     result = LoadResult(seconds=summary["duration_us"] / 1e6)
-    # Every completed request's latency, failed ones included: wrk does not say which were which, and a run
-    # with any failure is reported as failed, so its percentiles are not read.
+    # wrk's corrected histogram, failed requests included: wrk does not say which were which, and a run with
+    # any failure is reported as failed, so its percentiles are not read.
     for value, count in summary["latency_us"]:
         result.latencies += [value / 1e6] * count
     failed_status = summary["status"]
