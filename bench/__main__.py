@@ -1,7 +1,7 @@
 """`python -m bench all` (what `make bench` runs) or one scenario with its size arguments.
 
     python -m bench all [--tiny]                     every scenario, results in bench/results/
-    python -m bench accept --requests 2000 --concurrency 16
+    python -m bench accept --seconds 2 --concurrency 16
     python -m bench list --small 10000 --large 1000000
 
 Needs DATABASE_URL (a PostgreSQL server: the bench creates and drops its own database on it)

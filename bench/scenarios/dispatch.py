@@ -31,12 +31,14 @@ from urllib.parse import urlsplit, urlunsplit
 from bench import plots
 from bench.budget import EVERYTHING_ELSE, CpuBudget, goal_note, pids_of
 from bench.profile import Profile, excerpt, profiling
-from bench.report import Ratio, Section, bottleneck_note
+from bench.report import Issue32Goal, Ratio, Section, bottleneck_note
 from bench.scenario import Context, Scenario
 from bench.stack import ROOT, BenchError, cpu_seconds, discard_sink, empty_database, rss_mib, server_env
 
 DOMAIN = "dispatch.bench.example"
 WARMUP_DOMAIN = "warmup.dispatch.bench.example"
+# Issue 32's goals: the workers' rate (DKIM on) over the smtplib ceiling's, and over django-post-office's.
+GOAL_CEILING, GOAL_PEER = 0.7, 1.3
 SENDER = f"Acme Shop <shop@{DOMAIN}>"
 RECIPIENT = "customer@example.org"
 SUBJECT = "Your order #12345 has shipped"
@@ -457,11 +459,26 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         )
     to_ceiling, to_peer = product.rate / ceiling_rate, product.rate / peer.rate
     section.ratios += [
-        Ratio("product / smtplib ceiling (mean of both runs)", to_ceiling, ">= 0.6", to_ceiling >= 0.6),
-        Ratio("product / django-post-office", to_peer, ">= 1.5", to_peer >= 1.5),
+        Ratio(
+            "product (DKIM on) / smtplib ceiling (mean of both runs)",
+            to_ceiling,
+            f">= {GOAL_CEILING}",
+            to_ceiling >= GOAL_CEILING,
+            Issue32Goal.DISPATCH_SMTPLIB,
+        ),
+        Ratio(
+            "product / django-post-office",
+            to_peer,
+            f">= {GOAL_PEER}",
+            to_peer >= GOAL_PEER,
+            Issue32Goal.DISPATCH_POST_OFFICE,
+        ),
     ]
     busiest = max(result.sink_cpu for _, result in rows)
-    goals = {"0.6 of the smtplib ceiling": 0.6 * ceiling_rate, "1.5 times django-post-office": 1.5 * peer.rate}
+    goals = {
+        f"{GOAL_CEILING} of the smtplib ceiling": GOAL_CEILING * ceiling_rate,
+        f"{GOAL_PEER} times django-post-office": GOAL_PEER * peer.rate,
+    }
     work = _message_work()
     section.notes += [
         _rss_note(product.rss),
@@ -475,6 +492,9 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         "batch sent at once (one `last_updated`), so it is timed from the end of its first chunk to the end of its "
         "last, counting the messages after the first chunk: its start-up and first chunk are left out, in its favour "
         "(with fewer than three chunks, at the tiny size, its command's wall time is used).",
+        "The two do not promise the same: django-post-office writes a chunk's statuses once the chunk is sent, so "
+        "a worker lost mid-chunk sends the whole chunk again; the product writes each message's outcome as it is "
+        "sent, so at most the message in flight is sent twice: most of the product's PostgreSQL time above.",
         bottleneck_note("The sink, in its busiest run,", busiest),
         *_goal_notes(product, goals, signature_ms=work.rsa_ms),
     ]

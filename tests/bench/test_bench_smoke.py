@@ -55,11 +55,13 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert "requests/s per core" in results
     assert "single send / R0 (bare reference) throughput, 1 recipient" in results
     assert "messages/s through batches of" in results and "-message batch at 4 clients" in results
-    assert "## Goals" in results
+    assert "## Goals" in results and "| direct delivery / relay mode | Isolation" in results
     assert "bytes of WAL per message" in results and "transactions committed per message" in results
     assert "product / bare httpx loop, deliveries per second" in results and "(flat)" in results
-    # Where the machine's CPU went, for the product and its ceilings, references or peer in scenarios 1, 2, 4, 5 and 13.
-    assert results.count("Where the CPU went") == 14 and "PostgreSQL" in results
+    # Where the machine's CPU went, for the product and its ceilings, references or peer in scenarios 1, 2, 4, 5 and
+    # 13, and for the large batches in 12.
+    assert results.count("Where the CPU went") == 15 and "PostgreSQL" in results
+    assert "wrk used" in results
     assert "PgBouncer 1." in results and "server connections at once" in results
     assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
     plots = {"accept.png", "dispatch.png", "list.png", "inbound.png", "embedded.png", "submission.png"}
