@@ -22,7 +22,7 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
         env={key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "DJANGO_"))},
         capture_output=True,
         text=True,
-        timeout=420,
+        timeout=600,  # about 150 s in CI; a loaded shared machine has taken 320 s
     )
 
     assert done.returncode == 0, done.stderr[-3000:]
