@@ -112,6 +112,7 @@ class Fault:
     during: float = 0.0  # median 200 answers a second while it lasted
     recovered_after: float | None = None  # seconds from its end to the end of the first second back at 80 %
     answers_503: int = 0  # 503 answers from its start to RECOVERY_LIMIT after its end, or the next fault
+    longest: float = 0.0  # the longest a request answered in that time waited
 
 
 @dataclass
@@ -122,8 +123,7 @@ class Nodes:
     proxies: list[DelayProxy]
     webs: list[WebProcess]
     workers: list[CeleryWorker]
-    inbounds: list[ChildProcess]
-    results: Results
+    results: Results = field(default_factory=Results)
     events: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
     inbound_sent: list[str] = field(default_factory=list)  # Message-IDs handed to an inbound server (250)
@@ -221,6 +221,7 @@ def steady_load(
 
     def send(sender: Sender, kind: str, body: dict, key: str) -> None:
         answer = Answer(kind, None, domain=sender.domain)
+        sent = time.monotonic()
         try:
             response = client.post("/v1/send", json=body, headers={"Authorization": f"Bearer {key}"})
         except httpx.TransportError:
@@ -232,7 +233,7 @@ def steady_load(
                 answer.body = response.json()
             except ValueError:
                 answer.body = response.text[:200]
-        answer.at = time.monotonic() - began
+        answer.at, answer.took = time.monotonic() - began, time.monotonic() - sent
         results.add(answer)
 
     # Longer than nginx's proxy_read_timeout (60 s): a backend that hangs shows as nginx's 504, not ours.
@@ -285,6 +286,7 @@ def recovery(faults: list[Fault], answers: list[Answer], seconds: float) -> None
                 break
         until = min(limit, fault.ended + RECOVERY_LIMIT)
         fault.answers_503 = sum(1 for a in answers if a.status == 503 and fault.started <= a.at < until)
+        fault.longest = max((a.took for a in answers if fault.started <= a.at < until), default=0.0)
 
 
 def check(nodes: Nodes, faults: list[Fault]) -> tuple[dict, list[str]]:
@@ -327,19 +329,19 @@ def report(
         f"sch_netem module): app2 reaches PostgreSQL and Redis through a TCP proxy in its namespace that holds each "
         f"chunk it sends {LATENCY * 1000:.0f} ms; the {LOSS:.0%} loss is iptables' statistic match, both ways.",
         "",
-        "| fault | from | to | accepted/s before | during | recovered after | 503 answers |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| fault | from | to | accepted/s before | during | recovered after | 503 answers | longest wait |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
         *[
             f"| {f.name} | {f.started:.1f} s | {f.ended:.1f} s | {f.baseline:g} | {f.during:g} | {recovered(f)} "
-            f"| {f.answers_503} |"
+            f"| {f.answers_503} | {f.longest:.1f} s |"
             for f in faults
         ],
         "",
         "Accepted/s: the median count of 200 answers a second, by the second they came in. "
         f"Recovered: the end of the first whole second after the fault with at least {RECOVERY_SHARE:.0%} of the "
         f"median accepted rate of the (up to {BASELINE_MAX:.0f}) seconds before it; the limit is "
-        f"{RECOVERY_LIMIT:.0f} s. 503 answers: from the fault's start to {RECOVERY_LIMIT:.0f} s after its end "
-        "or the next fault's start.",
+        f"{RECOVERY_LIMIT:.0f} s. 503 answers and the longest wait for an answer: among the answers from the fault's "
+        f"start to {RECOVERY_LIMIT:.0f} s after its end or the next fault's start.",
         "",
         "| | count |",
         "|---|---:|",
@@ -361,70 +363,67 @@ def report(
 def node_env(node: str, *, sink: SmtpSink) -> dict[str, str]:
     """The environment of a node's processes: the database node's PostgreSQL and Redis (app2's through its
     delay proxy), the sink as the relay, and bench/soak.py's fast retries."""
-    pg, redis_at = (
-        (("127.0.0.1", PROXY_PG_PORT), ("127.0.0.1", PROXY_REDIS_PORT))
-        if node == "app2"
-        else (
-            (DB, PG_PORT),
-            (DB, REDIS_PORT),
-        )
+    host, pg_port, redis_port = (
+        ("127.0.0.1", PROXY_PG_PORT, PROXY_REDIS_PORT) if node == "app2" else (DB, PG_PORT, REDIS_PORT)
     )
     return child_env(
         **CHILD_SETTINGS,
         EMAIL_URL=sink.url,
-        DATABASE_URL=f"postgres://postgres@{pg[0]}:{pg[1]}/mailservice",
-        REDIS_URL=f"redis://{redis_at[0]}:{redis_at[1]}/0",
+        DATABASE_URL=f"postgres://postgres@{host}:{pg_port}/mailservice",
+        REDIS_URL=f"redis://{host}:{redis_port}/0",
         ALLOWED_HOSTS=f"{LB},{APPS[node]}",
         MAILSERVICE_TRUSTED_PROXIES=LB,
     )
 
 
+def start_nodes(contexts: ExitStack, network: Network) -> tuple[Nodes, list[Sender], str, Path]:
+    """The topology and every process on it, each stopped by `contexts`; the nodes, the senders, nginx's
+    HTTPS URL and its certificate. This thread is the client node's from here on."""
+    contexts.callback(network.stop)  # last out: after every process in the namespaces has stopped
+    network.start()
+    if network.leftovers:
+        print(f"nodes: removed what an earlier run left: {network.leftovers}", flush=True)
+    for node, address in [("client", CLIENT), ("db", DB), *APPS.items(), ("lb", LB)]:
+        network.add_node(node, int(address.rsplit(".", 1)[1]))
+    network.enter("client")  # this process's sockets (and the sink's) from here on are the client node's
+
+    sink = contexts.enter_context(smtp_sink(host=CLIENT))
+    cluster = PostgresCluster(host=DB, port=PG_PORT, netns=network.netns("db"), trusted_network=f"{SUBNET}.0/24")
+    contexts.enter_context(running(cluster))
+    redis = contexts.enter_context(running(RedisServer(REDIS_PORT, host=DB, netns=network.netns("db"))))
+    senders = setup_database(database_url=cluster.create_database("mailservice"), redis_url=redis.url)
+    proxies = [
+        contexts.enter_context(delay_proxy(network, "app2", PROXY_PG_PORT, (DB, PG_PORT))),
+        contexts.enter_context(delay_proxy(network, "app2", PROXY_REDIS_PORT, (DB, REDIS_PORT))),
+    ]
+    webs, workers, inbounds = [], [], []
+    for node, address in APPS.items():
+        env, netns = node_env(node, sink=sink), network.netns(node)
+        webs.append(WebProcess(env, workers=1, host=address, netns=netns))
+        workers.append(CeleryWorker(env, beat=node == BEAT_NODE, netns=netns))
+        command = [sys.executable, "manage.py", "run_inbound_smtp", "--host", address, "--port", str(INBOUND_PORT)]
+        inbounds.append(ChildProcess(command, name="inbound", env=env, netns=netns, wait_on_start=False))
+    for process in [*webs, *workers, *inbounds]:
+        contexts.callback(process.stop)
+        process.start()
+    for worker in workers:
+        worker.wait_ready()
+    wait_until(lambda: all(_serves_smtp(address) for address in APPS.values()), timeout=30, message="inbound")
+    directory = Path(contexts.enter_context(tempfile.TemporaryDirectory(prefix="nodes-nginx-")))
+    upstreams = [f"{web.host}:{web.port}" for web in webs]
+    _, https_port, cert = contexts.enter_context(
+        nginx_site(directory, upstreams=upstreams, host=LB, netns=network.netns("lb"))
+    )
+    return Nodes(network, cluster, sink, proxies, webs, workers), senders, f"https://{LB}:{https_port}", cert
+
+
 def run(*, seconds: float, rate: float, output: Path | None) -> bool:
-    network = Network()
     with ExitStack() as contexts:
-        contexts.callback(network.stop)  # last out: after every process in the namespaces has stopped
-        network.start()
-        if network.leftovers:
-            print(f"nodes: removed what an earlier run left: {network.leftovers}", flush=True)
-        for node, number in [("client", 2), ("db", 10), *[(n, int(a.rsplit(".", 1)[1])) for n, a in APPS.items()]]:
-            network.add_node(node, number)
-        network.add_node("lb", 20)
-        network.enter("client")  # this process's sockets (and the sink's) from here on are the client node's
-
-        sink = contexts.enter_context(smtp_sink(host=CLIENT))
-        cluster = PostgresCluster(host=DB, port=PG_PORT, netns=network.netns("db"), trusted_network=f"{SUBNET}.0/24")
-        contexts.enter_context(running(cluster))
-        redis = contexts.enter_context(running(RedisServer(REDIS_PORT, host=DB, netns=network.netns("db"))))
-        senders = setup_database(database_url=cluster.create_database("mailservice"), redis_url=redis.url)
-        proxies = [
-            contexts.enter_context(delay_proxy(network, "app2", PROXY_PG_PORT, (DB, PG_PORT))),
-            contexts.enter_context(delay_proxy(network, "app2", PROXY_REDIS_PORT, (DB, REDIS_PORT))),
-        ]
-        webs, workers, inbounds = [], [], []
-        for node, address in APPS.items():
-            env, netns = node_env(node, sink=sink), network.netns(node)
-            webs.append(WebProcess(env, workers=1, host=address, netns=netns))
-            workers.append(CeleryWorker(env, beat=node == BEAT_NODE, netns=netns))
-            command = [sys.executable, "manage.py", "run_inbound_smtp", "--host", address, "--port", str(INBOUND_PORT)]
-            inbounds.append(ChildProcess(command, name="inbound", env=env, netns=netns, wait_on_start=False))
-        for process in [*webs, *workers, *inbounds]:
-            contexts.callback(process.stop)
-            process.start()
-        for worker in workers:
-            worker.wait_ready()
-        wait_until(lambda: all(_serves_smtp(address) for address in APPS.values()), timeout=30, message="inbound")
-        directory = Path(contexts.enter_context(tempfile.TemporaryDirectory(prefix="nodes-nginx-")))
-        upstreams = [f"{web.host}:{web.port}" for web in webs]
-        _, https_port, cert = contexts.enter_context(
-            nginx_site(directory, upstreams=upstreams, host=LB, netns=network.netns("lb"))
-        )
-
-        results = Results()
-        nodes = Nodes(network, cluster, sink, proxies, webs, workers, inbounds, results)
+        nodes, senders, base_url, cert = start_nodes(contexts, Network())
         faults = schedule(seconds)
         stop = threading.Event()
         began = time.monotonic()
-        load = dict(base_url=f"https://{LB}:{https_port}", cert=cert, senders=senders, results=results, rate=rate)
+        load = dict(base_url=base_url, cert=cert, senders=senders, results=nodes.results, rate=rate)
         threads = [
             threading.Thread(target=steady_load, kwargs=dict(**load, stop=stop, began=began), daemon=True),
             threading.Thread(target=inject, args=(nodes, faults, began, stop), daemon=True),
@@ -436,10 +435,10 @@ def run(*, seconds: float, rate: float, output: Path | None) -> bool:
         stop.set()
         for thread in threads:
             thread.join()
-        nodes.broken += [f"web on {n} is not serving" for n, web in zip(APPS, webs, strict=True) if not web.serving()]
-        nodes.broken += [f"worker on {n} exited" for n, w in zip(APPS, workers, strict=True) if not w.alive()]
+        nodes.broken += [f"web on {n} is not serving" for n, w in zip(APPS, nodes.webs, strict=True) if not w.serving()]
+        nodes.broken += [f"worker on {n} exited" for n, w in zip(APPS, nodes.workers, strict=True) if not w.alive()]
         drain(timeout=180)
-        recovery(faults, results.answers, seconds)
+        recovery(faults, nodes.results.answers, seconds)
         summary, failures = check(nodes, faults)
         text = report(summary=summary, failures=failures, nodes=nodes, faults=faults, seconds=seconds, rate=rate)
     print(text)

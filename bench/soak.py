@@ -96,6 +96,7 @@ class Answer:
     content_type: str = ""
     domain: str = ""
     at: float = 0.0  # when the answer came, in seconds since the load began (the nodes test's throughput)
+    took: float = 0.0  # seconds from the request to its answer (the nodes test's longest wait)
 
 
 @dataclass
