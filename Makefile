@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install worker webhooks-worker beat inbound submission migrate browser-test soak soak-direct manage start
+.PHONY: run test lint install worker webhooks-worker beat inbound submission migrate browser-test soak soak-direct nodes manage start
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +40,10 @@ migrate: install
 # Benchmarks (docs/benchmarks.md): need DATABASE_URL (a PostgreSQL server; the bench creates
 # and drops its own database on it) and REDIS_URL. Results go to bench/results/.
 .PHONY: bench bench-smoke
+# Then the nodes-apart fault test at full size (bench/nodes.py, 5 minutes), which needs root.
 bench: install
 	$(BIN)/python -m bench all
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory nodes; else echo "bench: nodes skipped (needs root)"; fi
 
 # Every scenario at a tiny size, in seconds: checks the harness, not the speed.
 bench-smoke: install
@@ -109,3 +111,10 @@ soak: install
 # The same with direct delivery (mx://): the sink is the recipients' MX, DNS fails and times out too.
 soak-direct: install
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python bench/soak.py --direct --output bench/results/soak-direct-latest.md
+
+# Nodes apart (bench/nodes.py): NODES_SECONDS of load (default 300) through nginx to three application
+# nodes and a database node, each in a network namespace, while one is cut off from the database, one
+# gets latency and loss, a worker is SIGKILLed and PostgreSQL restarts. Needs root, iproute2 and iptables.
+NODES_SECONDS ?= 300
+nodes: install
+	NODES_SECONDS=$(NODES_SECONDS) $(BIN)/python bench/nodes.py --output bench/results/nodes-latest.md

@@ -95,6 +95,8 @@ class Answer:
     body: object = None
     content_type: str = ""
     domain: str = ""
+    at: float = 0.0  # when the answer came, in seconds since the load began (the nodes test's throughput)
+    took: float = 0.0  # seconds from the request to its answer (the nodes test's longest wait)
 
 
 @dataclass
@@ -402,6 +404,27 @@ def drain(timeout: float) -> None:
     time.sleep(5)
 
 
+def setup_database(*, database_url: str, redis_url: str) -> list[Sender]:
+    """Django on the private database (migrated) and Redis, for this process and the children it starts
+    (child_env copies this environment); the senders, made in it."""
+    os.environ.update(
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        SECRET_KEY=os.environ.get("SECRET_KEY") or "soak-only-secret-key-not-for-production-0123456789",
+        # A throwaway key for the throwaway cluster's DKIM keys.
+        MAILSERVICE_ENCRYPTION_KEYS=os.environ.get("MAILSERVICE_ENCRYPTION_KEYS") or Fernet.generate_key().decode(),
+        DJANGO_SETTINGS_MODULE="config.settings",
+        MAILSERVICE_ALLOW_UNSAFE_DURABILITY="true",  # the throwaway cluster runs with fsync=off, for speed
+    )
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    call_command("migrate", verbosity=0)
+    return make_senders()
+
+
 def _direct_delivery(stack: ExitStack, sink: SmtpSink) -> tuple[Zone, dict[str, str]]:
     """A DNS server naming the sink the recipients' domain's MX; the workers' settings for it."""
     zone, address = stack.enter_context(dns_server())
@@ -417,22 +440,7 @@ def run(*, seconds: float, rate: float, interval: float, seed: int, output: Path
         running(RedisServer(free_port())) as redis,
         smtp_sink() as sink,
     ):
-        os.environ.update(
-            DATABASE_URL=cluster.create_database("mailservice"),
-            REDIS_URL=redis.url,
-            SECRET_KEY=os.environ.get("SECRET_KEY") or "soak-only-secret-key-not-for-production-0123456789",
-            # A throwaway key for the throwaway cluster's DKIM keys.
-            MAILSERVICE_ENCRYPTION_KEYS=os.environ.get("MAILSERVICE_ENCRYPTION_KEYS") or Fernet.generate_key().decode(),
-            DJANGO_SETTINGS_MODULE="config.settings",
-            MAILSERVICE_ALLOW_UNSAFE_DURABILITY="true",  # the throwaway cluster runs with fsync=off, for speed
-        )
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        call_command("migrate", verbosity=0)
-        senders = make_senders()
+        senders = setup_database(database_url=cluster.create_database("mailservice"), redis_url=redis.url)
         zone, delivery = _direct_delivery(contexts, sink) if direct else (None, {"EMAIL_URL": sink.url})
         env = child_env(**delivery, **CHILD_SETTINGS)
         webs = [WebProcess(env), WebProcess(env)]

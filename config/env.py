@@ -123,7 +123,12 @@ def database_from_url(url: str, base_dir: Path) -> dict:
             "OPTIONS": {"transaction_mode": "IMMEDIATE", "timeout": 20, "init_command": "PRAGMA journal_mode=WAL"},
         }
     if parts.scheme in {"postgres", "postgresql"}:
-        options: dict[str, object] = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+        # A database that goes silent (a partition: no reset, no answer) costs a request seconds and a 503, not
+        # TCP's retransmissions (a connect gives up after about 2 minutes, a send after about 15): libpq gives up a
+        # connect after connect_timeout seconds and a connection whose sends go unacknowledged after
+        # tcp_user_timeout milliseconds (bench/nodes.py's node cut off from its database). The URL's values win.
+        options: dict[str, object] = {"connect_timeout": "5", "tcp_user_timeout": "10000"}
+        options |= {key: values[-1] for key, values in parse_qs(parts.query).items()}
         if "prepare_threshold" in options:  # ?prepare_threshold=none behind a pooler without prepared statements
             threshold = str(options["prepare_threshold"])
             options["prepare_threshold"] = None if threshold.lower() in {"", "none", "off"} else int(threshold)

@@ -3,7 +3,8 @@ workers, SMTP peers, private Redis and PostgreSQL servers, all on the test datab
 
 Tests that use these need `transactional_db`, so what they create is committed and visible to the
 child processes, which are pointed at the same test database and Redis. Every child is a
-`ChildProcess` (tests/harness/process.py); the fixtures are in tests/harness/plugin.py.
+`ChildProcess` (tests/harness/process.py); the fixtures are in tests/harness/plugin.py. The shipped
+nginx site is run by tests/harness/nginx.py, network namespaces (nodes apart) by tests/harness/netns.py.
 """
 
 from tests.harness.env import FAST_DISPATCH, child_env, current_database_url

@@ -63,8 +63,12 @@ class ChildProcess:
         ready_timeout: float = 30,
         wait_on_start: bool = True,
         log_path: Path | None = None,
+        netns: str | None = None,
     ) -> None:
-        self.command, self.name, self.env = command, name, env
+        # In a network namespace (tests/harness/netns.py), the command runs under `ip netns exec`, which
+        # execs it: the process (and its group) is still the one `stop` signals.
+        self.command = ["ip", "netns", "exec", netns, *command] if netns else command
+        self.name, self.env = name, env
         self.ready, self.ready_timeout, self.wait_on_start = ready, ready_timeout, wait_on_start
         self.log_path = log_path or LOG_DIR / f"{name}-{os.getpid()}-{free_port()}.log"
         self.process: subprocess.Popen[bytes] | None = None

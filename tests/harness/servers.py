@@ -62,7 +62,7 @@ def child_server(
     """A child process serving on a free loopback port (passed as {port} in the command)."""
     port = free_port()
     child = ChildProcess(
-        [part.format(port=port) for part in command],
+        [part.format(host="127.0.0.1", port=port) for part in command],
         name=name,
         env=child_env(**env),
         ready=lambda: ready(port),
@@ -79,16 +79,16 @@ WEB_COMMAND = [
     "--worker-class",
     "config.workers.WebWorker",
     "--bind",
-    "127.0.0.1:{port}",
+    "{host}:{port}",
     "--access-logfile",
     "-",
 ]
 # Plain sync WSGI (config/wsgi.py), for embedding the project in another WSGI server.
-WSGI_COMMAND = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "127.0.0.1:{port}", "--access-logfile", "-"]
+WSGI_COMMAND = [str(BIN / "gunicorn"), "config.wsgi", "--bind", "{host}:{port}", "--access-logfile", "-"]
 
 
-def _serves_openapi(port: int) -> bool:
-    return answers_http(f"http://127.0.0.1:{port}/v1/openapi.json")
+def _serves_openapi(port: int, host: str = "127.0.0.1") -> bool:
+    return answers_http(f"http://{host}:{port}/v1/openapi.json")
 
 
 @contextmanager
@@ -102,16 +102,19 @@ def web_server(*, workers: int = 2, wsgi: bool = False, **env: str) -> Iterator[
 class WebProcess(ChildProcess):
     """gunicorn on a fixed loopback port that can be stopped and started again (a deploy, a crash).
 
-    `stop` is SIGTERM: gunicorn finishes the requests in flight, then exits."""
+    `stop` is SIGTERM: gunicorn finishes the requests in flight, then exits. On another host's address
+    than loopback's first, in the network namespace `netns`, for the nodes-apart test."""
 
-    def __init__(self, env: dict[str, str], *, workers: int = 2) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [part.format(port=self.port) for part in [*WEB_COMMAND, "--workers", str(workers)]]
-        super().__init__(command, name="web", env=env, ready=self.serving)
+    def __init__(
+        self, env: dict[str, str], *, workers: int = 2, host: str = "127.0.0.1", netns: str | None = None
+    ) -> None:
+        self.host, self.port = host, free_port()
+        self.url = f"http://{host}:{self.port}"
+        command = [part.format(host=host, port=self.port) for part in [*WEB_COMMAND, "--workers", str(workers)]]
+        super().__init__(command, name="web", env=env, ready=self.serving, netns=netns)
 
     def serving(self) -> bool:
-        return self.alive() and _serves_openapi(self.port)
+        return self.alive() and _serves_openapi(self.port, self.host)
 
 
 @contextmanager
@@ -129,14 +132,22 @@ class CeleryWorker(ChildProcess):
     instead of the default queue, as the Procfile's webhooks worker. `start` returns at once;
     `wait_ready` waits until the worker consumes from the queue (its log says `ready.`)."""
 
-    def __init__(self, env: dict[str, str], *, beat: bool = True, threads: int = 0, queues: str = "") -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        beat: bool = True,
+        threads: int = 0,
+        queues: str = "",
+        netns: str | None = None,
+    ) -> None:
         self.state_dir = tempfile.mkdtemp(prefix="celerybeat-")
         pool = ["--pool", "threads", "--concurrency", str(threads)] if threads else ["--pool", "solo"]
         command = [str(BIN / "celery"), "-A", "config", "worker"]
         command += ["-B", "-s", f"{self.state_dir}/schedule"] if beat else []
         command += [*pool, *(["-Q", queues] if queues else [])]
         command += ["--without-gossip", "--without-mingle", "--loglevel", "INFO"]
-        super().__init__(command, name="worker", env=env, ready=self._consuming, wait_on_start=False)
+        super().__init__(command, name="worker", env=env, ready=self._consuming, wait_on_start=False, netns=netns)
 
     def _consuming(self) -> bool:
         return " ready." in self.log_path.read_text()
@@ -159,13 +170,18 @@ def celery_worker(
 
 
 class RedisServer(ChildProcess):
-    """A private throwaway redis-server on `port` (never the shared one), without persistence; restartable."""
+    """A private throwaway redis-server on `port` (never the shared one), without persistence; restartable.
+    On `host` in the network namespace `netns` for the nodes-apart test."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, host: str = "127.0.0.1", netns: str | None = None) -> None:
         self.port = port
-        self.url = f"redis://127.0.0.1:{port}/0"
-        command = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
-        super().__init__(command, name="redis", env=dict(os.environ), ready=self._answers, ready_timeout=10)
+        self.url = f"redis://{host}:{port}/0"
+        command = ["redis-server", "--bind", host, "--port", str(port), "--save", "", "--appendonly", "no"]
+        # Protected mode answers only loopback's own clients: in a namespace, the other nodes are the clients.
+        command += ["--protected-mode", "no"] if netns else []
+        super().__init__(
+            command, name="redis", env=dict(os.environ), ready=self._answers, ready_timeout=10, netns=netns
+        )
 
     def _answers(self) -> bool:
         client = redis.Redis.from_url(self.url)
@@ -193,33 +209,43 @@ class PostgresCluster:
     """A private PostgreSQL cluster (initdb in a temporary directory) on a free loopback port; restartable.
 
     Never the shared server: chaos tests restart this one. initdb and pg_ctl refuse to run as
-    root, so they run as the `postgres` user when we are root.
+    root, so they run as the `postgres` user when we are root. The nodes-apart test runs one on `host`
+    in the network namespace `netns`, trusting the clients of `trusted_network` (CIDR) too.
     """
 
     BIN_DIR = Path(os.environ.get("POSTGRES_BIN_DIR", "/usr/lib/postgresql/15/bin"))
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, host: str = "127.0.0.1", port: int | None = None, netns: str | None = None, trusted_network: str = ""
+    ) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="pgcluster-"))
         self.data = self.directory / "data"
-        self.port = free_port()
+        self.host, self.netns, self.trusted_network = host, netns, trusted_network
+        self.port = port or free_port()
         self.log_path = self.directory / "postgres.log"  # inside the directory the postgres user owns
 
     def url(self, name: str = "postgres") -> str:
-        return f"postgres://postgres@127.0.0.1:{self.port}/{name}"
+        return f"postgres://postgres@{self.host}:{self.port}/{name}"
 
     def _run(self, *command: str) -> None:
+        in_netns = ["ip", "netns", "exec", self.netns] if self.netns else []
         as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        subprocess.run([*as_postgres, *command], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        subprocess.run(
+            [*in_netns, *as_postgres, *command], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
 
     def start(self) -> None:
         if os.geteuid() == 0:
             shutil.chown(self.directory, "postgres", "postgres")
         self._run(str(self.BIN_DIR / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
+        if self.trusted_network:
+            with open(self.data / "pg_hba.conf", "a") as hba:
+                hba.write(f"host all all {self.trusted_network} trust\n")
         self.pg_ctl("start")
 
     def pg_ctl(self, action: str) -> None:
         """`start`, `stop` or `restart` (fast: open connections are cut, as in a crash or failover)."""
-        options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options = f"-p {self.port} -k {self.directory} -c listen_addresses={self.host} -c fsync=off"
         self._run(
             str(self.BIN_DIR / "pg_ctl"),
             "-D",

@@ -6,56 +6,17 @@ only its ports, certificate paths and upstream port changed, on loopback.
 
 import os
 import random
-import re
 import ssl
-import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.factories import ApiKeyFactory, DomainFactory
-from tests.harness import ROOT, answers_http, free_port, procfile_web, self_signed_certificate, wait_until
+from tests.harness import procfile_web
+from tests.harness.nginx import NGINX, nginx_site
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
-
-NGINX = Path(os.environ.get("NGINX", "/usr/sbin/nginx"))
-SITE = ROOT / "deploy" / "nginx" / "mailservice.conf"
-
-
-@contextmanager
-def nginx_site(tmp_path: Path, *, upstream_port: int) -> Iterator[tuple[int, int, Path]]:
-    """The shipped site, ports and certificate paths substituted; yields (http port, https port, cert)."""
-    cert, key = self_signed_certificate(tmp_path)
-    http_port, https_port = free_port(), free_port()
-    site = SITE.read_text()
-    site = re.sub(r"^\s*listen \[::\].*\n", "", site, flags=re.MULTILINE)
-    site = site.replace("listen 80;", f"listen 127.0.0.1:{http_port};")
-    site = site.replace("listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;")
-    site = re.sub(r"ssl_certificate .*;", f"ssl_certificate {cert};", site)
-    site = re.sub(r"ssl_certificate_key .*;", f"ssl_certificate_key {key};", site)
-    site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
-    temp = "".join(
-        f"{kind}_temp_path {tmp_path}/{kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (tmp_path / "site.conf").write_text(site)
-    (tmp_path / "nginx.conf").write_text(
-        ("user root;\n" if os.geteuid() == 0 else "")
-        + f"worker_processes 1;\npid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\nevents {{}}\n"
-        + f"http {{\naccess_log {tmp_path}/access.log;\n{temp}include {tmp_path}/site.conf;\n}}\n"
-    )
-    command = [str(NGINX), "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-g", "daemon off;"]
-    check = subprocess.run([*command[:-2], "-t"], capture_output=True, text=True)
-    assert check.returncode == 0, check.stderr
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_until(lambda: answers_http(f"http://127.0.0.1:{http_port}/"), timeout=15, message="nginx")
-        yield http_port, https_port, cert
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
 
 
 def _client(base_url: str, cert: Path, source: str) -> httpx.Client:
@@ -80,7 +41,10 @@ def test_the_api_works_through_nginx_and_the_rate_limit_sees_the_real_client(tmp
     subnet = f"127.{random.randint(1, 254)}.{random.randint(1, 254)}"
     smoke, busy, quiet = f"{subnet}.1", f"{subnet}.2", f"{subnet}.3"
     env = {"MAILSERVICE_TRUSTED_PROXIES": "127.0.0.1", "MAILSERVICE_RATE_LIMIT": "5/m", "SECURE_SSL_REDIRECT": "true"}
-    with procfile_web(**env) as web_port, nginx_site(tmp_path, upstream_port=web_port) as (http_port, https_port, cert):
+    with (
+        procfile_web(**env) as web_port,
+        nginx_site(tmp_path, upstreams=[f"127.0.0.1:{web_port}"]) as (http_port, https_port, cert),
+    ):
         base = f"https://127.0.0.1:{https_port}"
         with _client(base, cert, smoke) as client:
             sent = client.post(
