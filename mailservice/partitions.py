@@ -8,9 +8,10 @@ which leaves no dead tuples behind, where a DELETE of the same rows leaves milli
 `partition_table` turns a plain table into a partitioned one online: it builds the partitioned twin,
 mirrors every write into it with a trigger, copies the existing rows in short batches, then swaps
 the names in one short transaction (manage.py partition_history; the migration does it at once for
-an empty table). The primary key becomes (id, created_at), and every unique constraint gains
+a small table). The primary key becomes (id, created_at), and every unique constraint gains
 created_at, as PostgreSQL requires of a partitioned table; ids stay unique: the partitioned table's
-identity sequence goes on where the plain table's stopped. No foreign key may point into the table (a partition drop could not keep it).
+identity sequence goes on where the plain table's stopped. No foreign key may point into the table
+(a partition drop could not keep it).
 
 SQLite, the embedded default, keeps plain tables: nothing here runs there.
 """
@@ -313,19 +314,19 @@ def partition_table(
 ) -> int:
     """Turn the plain `table` into one partitioned by day on `created_at`, online; returns the rows copied.
 
-    Day partitions are made from the day of its oldest row (by id) to `days_ahead` days from today;
-    older rows go to the DEFAULT partition. Writes go on throughout: only the last step (the swap)
-    locks the table, for as long as renaming takes. Between two copy batches it rests `rest_per_work`
-    times as long as the batch took."""
+    Day partitions are made from the day of its oldest row to `days_ahead` days from today. Writes go
+    on throughout: only the last step (the swap) locks the table, for as long as renaming takes.
+    Between two copy batches it rests `rest_per_work` times as long as the batch took."""
     if is_partitioned(table):
         return 0
     with connection.cursor() as cursor:
         if referencing := _referencing(cursor, table):
             raise ValueError(f"{table}: foreign keys point into it ({', '.join(referencing)}); drop them first")
-        cursor.execute(f"SELECT {PARTITION_KEY} FROM {_quote(table)} ORDER BY id LIMIT 1")  # noqa: S608
-        oldest = cursor.fetchone()
+        # One scan, with no lock that blocks a write: a backdated row's day gets its partition too.
+        cursor.execute(f"SELECT min({PARTITION_KEY}) FROM {_quote(table)}")  # noqa: S608
+        (oldest,) = cursor.fetchone()
     today = utc_today()
-    first = min(oldest[0].astimezone(UTC).date(), today) if oldest else today
+    first = min(oldest.astimezone(UTC).date(), today) if oldest else today
     days = [first + timedelta(days=offset) for offset in range((today - first).days + days_ahead + 1)]
     with transaction.atomic(), connection.cursor() as cursor:
         _twin_create(cursor, table, days)
