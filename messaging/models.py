@@ -1,16 +1,45 @@
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 
 from django.db import models
 from django.db.models.functions import Upper
 from django.utils import timezone
 
 from domains.models import Domain
-from mailservice.ids import public_id
+from mailservice.ids import public_id_time, timed_public_id
 from templates_app.models import Template
 
 
 def _message_public_id() -> str:
-    return public_id("msg")
+    return timed_public_id("msg")
+
+
+# A message's created_at is set when it is saved, a moment after its public id was made; a lookup by a
+# timed public id looks this far either side of the id's time (public_id_condition).
+_PUBLIC_ID_BEFORE = timedelta(minutes=1)
+_PUBLIC_ID_AFTER = timedelta(hours=1)
+
+
+def public_id_condition(public_id: str) -> models.Q:
+    """The message with this public id, as a condition that also bounds created_at when the id carries its
+    creation time (new ids do, mailservice.ids.timed_public_id): on PostgreSQL the lookup then reads one
+    or two daily partitions instead of every one (mailservice/partitions.py). Older ids name no time."""
+    made = public_id_time(public_id)
+    if made is None:
+        return models.Q(public_id=public_id)
+    return models.Q(
+        public_id=public_id, created_at__gte=made - _PUBLIC_ID_BEFORE, created_at__lt=made + _PUBLIC_ID_AFTER
+    )
+
+
+def message_by_public_id(messages: "models.QuerySet[Message]", public_id: str) -> "Message | None":
+    """The first of `messages` with this public id: looked for near the id's time first, then (a row whose
+    created_at was moved, e.g. an import) everywhere, which on PostgreSQL probes each partition's index."""
+    # No ORDER BY (first() would sort by id, which on partitions reads each one's primary key in order).
+    found = next(iter(messages.filter(public_id_condition(public_id)).order_by()[:1]), None)
+    if found is None and public_id_time(public_id) is not None:
+        found = next(iter(messages.filter(public_id=public_id).order_by()[:1]), None)
+    return found
 
 
 # Sent mail that was submitted over SMTP (Message.submitted), as a query condition: the Message-ID
@@ -78,9 +107,11 @@ class Message(models.Model):
 
     class Meta:
         constraints = [
-            # A constraint rather than unique=True, which on PostgreSQL adds a second index for LIKE
-            # that no query uses: each index is written again by every INSERT and every UPDATE of a status.
-            models.UniqueConstraint(fields=["public_id"], name="message_public_id_unique"),
+            # GET /v1/messages/{id} and every lookup by public id (public_id_condition). A constraint rather
+            # than unique=True, which on PostgreSQL adds a second index for LIKE that no query uses. It holds
+            # created_at because a partitioned table's unique constraints must hold the partition key
+            # (mailservice/partitions.py); ids stay unique by their ~103 random bits.
+            models.UniqueConstraint(fields=["public_id", "created_at"], name="message_public_id_unique"),
             models.CheckConstraint(
                 condition=models.Q(direction="received", status__in=["received"])
                 | models.Q(direction="sent", status__in=["accepted", "delivered", "bounced", "complained", "failed"]),
@@ -181,7 +212,10 @@ class EventRecord:
 class MessageEvent(models.Model):
     """One step in a message's history: shown to operators, never through the API."""
 
-    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="events")
+    # No foreign key in the database: on PostgreSQL messages are partitioned by day and retention drops
+    # whole partitions (messaging.retention), which a key into them would forbid. Deleting a message
+    # through the ORM still deletes its events; the row purge deletes them itself.
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="events", db_constraint=False)
     type = models.CharField(max_length=20, choices=EventType.choices)
     recipient = models.CharField(max_length=320, blank=True)
     detail = models.TextField(blank=True, help_text="e.g. the SMTP reply, or a report's diagnostic")
@@ -293,7 +327,11 @@ class Suppression(models.Model):
         max_length=320, help_text="The address as suppressions compare it: case-folded local part, A-label domain"
     )
     reason = models.CharField(max_length=16, choices=SuppressionReason.choices)
-    source_message = models.ForeignKey(Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # No foreign key in the database (messages are partitioned, see MessageEvent.message): retention sets
+    # it to NULL before a message goes, by row or by partition.
+    source_message = models.ForeignKey(
+        Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_constraint=False
+    )
     detail = models.TextField(blank=True)
     expires_at = models.DateTimeField(
         null=True, blank=True, help_text="Empty: permanent. Soft-bounce suppressions lapse at this time"

@@ -7,20 +7,31 @@ API's list already uses, so no batch scans the table and the API's own queries n
 Before a batch is deleted, its messages are added to `DailyMessageCount` in the same
 transaction, so the console's figures survive. Messages still `accepted` (waiting for dispatch,
 e.g. behind a pause) are never purged; suppressions are kept (only their link to the message goes).
+
+On PostgreSQL, where messages and events are partitioned by day (mailservice/partitions.py), a
+day wholly past the longest retention any domain has is dropped as a whole partition instead: its
+messages are counted into `DailyMessageCount` by one aggregate, suppressions let go of them, and
+the partition goes in one statement, leaving no dead tuples. A day that still holds an `accepted`
+message is kept (a warning, and the `mailservice_retention_held_partitions` gauge) and its other
+rows go by the row purge, until dispatch is done with it. Domains with a shorter retention, and
+rows of the DEFAULT partition, keep the row purge. Events' days are dropped once no older day of
+messages is left. Messages of those domains go at the end of the UTC day they pass retention,
+with their day's partition, rather than within the hour.
 """
 
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Max, QuerySet
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from domains.models import Domain
+from mailservice import partitions
 from messaging.models import (
     DailyMessageCount,
     Message,
@@ -31,6 +42,7 @@ from messaging.models import (
     TlsReportSubmission,
     TlsSessionCount,
 )
+from messaging.partitioning import history_partition_dropping, history_partitioned, history_partitions_ensure
 
 logger = logging.getLogger(__name__)
 
@@ -43,21 +55,41 @@ REST_PER_WORK = 1.0
 @dataclass
 class PurgeResult:
     purged: dict[str, int] = field(default_factory=dict)  # domain name: messages purged (or due, in a dry run)
+    dropped: list[str] = field(default_factory=list)  # the partitions dropped (or due, in a dry run)
+    held: list[str] = field(default_factory=list)  # message partitions past retention kept for accepted messages
 
     @property
     def total(self) -> int:
         return sum(self.purged.values())
 
 
-def retention_cutoff(*, domain: Domain, now: datetime) -> datetime:
-    """Messages of `domain` created before this are past retention."""
-    return now - timedelta(days=domain.retention_days or settings.MAILSERVICE_RETENTION_DAYS)
+def longest_retention_days() -> int:
+    """The longest retention any domain has: a day older than that is past every domain's."""
+    longest = Domain.objects.aggregate(longest=Max("retention_days"))["longest"] or 0
+    return max(longest, settings.MAILSERVICE_RETENTION_DAYS)
 
 
-def expired_messages(*, domain: Domain, now: datetime) -> QuerySet[Message]:
+def _partition_cutoff(now: datetime, longest_days: int) -> datetime:
+    """Day partitions that end at or before this are past every domain's retention (the start of a UTC day)."""
+    day = (now - timedelta(days=longest_days)).astimezone(UTC).date()
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def retention_cutoff(*, domain: Domain, now: datetime, longest_days: int | None = None) -> datetime:
+    """Messages of `domain` created before this are past retention (and go by the row purge).
+
+    On partitioned history, a domain kept the longest retention (`longest_days`) waits for its day's
+    partition to be dropped whole, so the row purge never deletes from a day that is about to go."""
+    days = domain.retention_days or settings.MAILSERVICE_RETENTION_DAYS
+    if longest_days is not None and days >= longest_days and history_partitioned():
+        return _partition_cutoff(now, longest_days)
+    return now - timedelta(days=days)
+
+
+def expired_messages(*, domain: Domain, now: datetime, longest_days: int | None = None) -> QuerySet[Message]:
     # message_list_idx (domain_id, created_at DESC, public_id DESC) serves it: domain equality and a
     # created_at range, oldest first by scanning the index backwards.
-    cutoff = retention_cutoff(domain=domain, now=now)
+    cutoff = retention_cutoff(domain=domain, now=now, longest_days=longest_days)
     return Message.objects.filter(domain=domain, created_at__lt=cutoff).exclude(status=Status.ACCEPTED)
 
 
@@ -104,13 +136,113 @@ def _purge_batch(expired: QuerySet[Message], *, batch_size: int, now: datetime) 
     return len(ids)
 
 
+def _count_partition_before_drop(partition: str, now: datetime) -> dict[int, int]:
+    """Add a day partition's live messages to DailyMessageCount, before it is dropped; returns its
+    messages (sandbox mail too) per domain id. One pass over the partition does both."""
+    table = connection.ops.quote_name(DailyMessageCount._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH counted AS ("  # noqa: S608
+            "SELECT domain_id, (created_at AT TIME ZONE %s)::date AS day, direction, status, is_test, count(*) AS n "
+            f"FROM {connection.ops.quote_name(partition)} GROUP BY 1, 2, 3, 4, 5), "
+            f'added AS (INSERT INTO {table} ("domain_id", "day", "direction", "status", "count", "created_at", '
+            '"updated_at") SELECT domain_id, day, direction, status, sum(n), %s, %s FROM counted WHERE NOT is_test '
+            'GROUP BY 1, 2, 3, 4 ON CONFLICT ("domain_id", "day", "direction", "status") '
+            f'DO UPDATE SET "count" = {table}."count" + excluded."count", "updated_at" = excluded."updated_at") '
+            "SELECT domain_id, sum(n) FROM counted GROUP BY 1",
+            [timezone.get_current_timezone_name(), now, now],
+        )
+        return {domain_id: int(count) for domain_id, count in cursor.fetchall()}
+
+
+def _suppressions_let_go(partition: str) -> None:
+    """Suppressions outlive the message that caused them (Suppression.source_message has no key in the database)."""
+    table = connection.ops.quote_name(Suppression._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET source_message_id = NULL "  # noqa: S608
+            f"WHERE source_message_id IN (SELECT id FROM {connection.ops.quote_name(partition)})"
+        )
+
+
+def _holds_accepted(partition: str) -> bool:
+    with connection.cursor() as cursor:
+        # message_pending_idx (accepted messages) of the partition serves it.
+        cursor.execute(
+            f"SELECT EXISTS (SELECT 1 FROM {connection.ops.quote_name(partition)} WHERE status = %s)",  # noqa: S608
+            [Status.ACCEPTED],
+        )
+        return bool(cursor.fetchone()[0])
+
+
+def held_partitions(*, now: datetime | None = None) -> list[str]:
+    """The message day partitions past every domain's retention that are still there: each holds a
+    message still `accepted` (otherwise the next purge drops it)."""
+    if not partitions.available():
+        return []
+    days = partitions.day_partitions(Message._meta.db_table)  # none when the table is not partitioned
+    if not days:
+        return []
+    cutoff = _partition_cutoff(now or timezone.now(), longest_retention_days()).date()
+    return [p.name for p in days if p.end <= cutoff]
+
+
+def _partitions_drop(*, now: datetime, longest_days: int, dry_run: bool, result: PurgeResult) -> None:
+    """Drop the message day partitions past every domain's retention, then the event days older than
+    every message day left."""
+    cutoff = _partition_cutoff(now, longest_days).date()
+    messages_table, events_table = Message._meta.db_table, MessageEvent._meta.db_table
+    dropped: dict[int, int] = {}  # domain id: messages dropped with their day
+    for partition in partitions.day_partitions(messages_table):
+        if partition.end > cutoff:
+            break
+        if _holds_accepted(partition.name):
+            result.held.append(partition.name)
+            continue
+        result.dropped.append(partition.name)
+        if dry_run:
+            continue
+        with transaction.atomic():
+            for domain_id, count in _count_partition_before_drop(partition.name, now).items():
+                dropped[domain_id] = dropped.get(domain_id, 0) + count
+            _suppressions_let_go(partition.name)
+            partitions.partition_drop(partition.name)
+    # An event is never older than its message: an event day before every message day left is one of
+    # dropped messages (or of the DEFAULT partition's, which are older still).
+    left = [p.day for p in partitions.day_partitions(messages_table) if p.name not in result.dropped]
+    events_before = min([cutoff, *left])
+    for partition in partitions.day_partitions(events_table):
+        if partition.end > events_before:
+            break
+        result.dropped.append(partition.name)
+        if not dry_run:
+            with transaction.atomic():
+                history_partition_dropping.send(sender=MessageEvent, partition=partition.name)
+                partitions.partition_drop(partition.name)
+    names = dict(Domain.objects.filter(pk__in=dropped).values_list("pk", "name"))
+    for domain_id, count in dropped.items():
+        name = names.get(domain_id, str(domain_id))
+        result.purged[name] = result.purged.get(name, 0) + count
+    if result.held:
+        logger.warning(
+            "retention: %d partition(s) past retention kept: they hold messages still accepted: %s",
+            len(result.held),
+            ", ".join(result.held),
+        )
+
+
 def messages_purge(*, dry_run: bool = False, now: datetime | None = None, batch_size: int | None = None) -> PurgeResult:
     """Purge every domain's messages past retention; with `dry_run`, only count them."""
     now = now or timezone.now()
     batch_size = batch_size or settings.MAILSERVICE_RETENTION_BATCH_SIZE
     result = PurgeResult()
+    longest_days = longest_retention_days()
+    if history_partitioned():
+        if not dry_run:
+            history_partitions_ensure(today=now.astimezone(UTC).date())
+        _partitions_drop(now=now, longest_days=longest_days, dry_run=dry_run, result=result)
     for domain in Domain.objects.only("pk", "name", "retention_days").order_by("pk"):
-        expired = expired_messages(domain=domain, now=now)
+        expired = expired_messages(domain=domain, now=now, longest_days=longest_days)
         if dry_run:
             count = expired.count()
         else:
@@ -123,9 +255,11 @@ def messages_purge(*, dry_run: bool = False, now: datetime | None = None, batch_
                 count += purged
                 time.sleep((time.monotonic() - started) * REST_PER_WORK)
         if count:
-            result.purged[domain.name] = count
+            result.purged[domain.name] = result.purged.get(domain.name, 0) + count
     if not dry_run and result.total:
         logger.info("retention: purged %d message(s): %s", result.total, result.purged)
+    if not dry_run and result.dropped:
+        logger.info("retention: dropped %d partition(s): %s", len(result.dropped), ", ".join(result.dropped))
     return result
 
 

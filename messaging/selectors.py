@@ -21,6 +21,7 @@ from messaging.models import (
     Status,
     TlsReport,
     TlsReportFailure,
+    message_by_public_id,
 )
 
 _CURSOR_SALT = "messaging.message_list.cursor"
@@ -85,8 +86,8 @@ def message_get(*, domain: Domain, public_id: str, is_test: bool = False) -> Mes
     is reported exactly like a missing one."""
     if "\x00" in public_id:  # PostgreSQL rejects NUL in a query; no id contains one anyway
         raise NotFound("No message with that id")
-    found = Message.objects.select_related("domain").filter(domain=domain, is_test=is_test, public_id=public_id)
-    message = found.first()
+    mine = Message.objects.select_related("domain").filter(domain=domain, is_test=is_test)
+    message = message_by_public_id(mine, public_id)
     if message is None:
         raise NotFound("No message with that id")
     return message

@@ -28,7 +28,7 @@ TAG_LENGTH = 10  # hex digits: 40 bits, far beyond guessing at SMTP speed
 UNSIGNED_GRACE = timedelta(days=7)
 _SALT = "mailservice.verp"
 # An index has at most this many digits: far more recipients than a message may have, and the
-# local part stays within RFC 5321's 64 octets (`bounces+msg_<24>.<index>.<tag>` is at most 55).
+# local part stays within RFC 5321's 64 octets (`bounces+msg_<29>.<index>.<tag>` is at most 59).
 _INDEX_DIGITS = 6
 
 

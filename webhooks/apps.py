@@ -11,3 +11,7 @@ class WebhooksConfig(AppConfig):
             from webhooks.inprocess import request_finished_wake
 
             request_finished.connect(request_finished_wake, dispatch_uid="webhooks.in_process")
+        from messaging.partitioning import history_partition_dropping
+        from webhooks.services import deliveries_of_dropped_events_delete
+
+        history_partition_dropping.connect(deliveries_of_dropped_events_delete, dispatch_uid="webhooks.partition_drop")

@@ -67,7 +67,11 @@ class WebhookDelivery(models.Model):
 
     endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries")
     # What the event is about: a message's event, or (domain.dmarc_report) a DMARC report.
-    message_event = models.ForeignKey(MessageEvent, null=True, on_delete=models.CASCADE, related_name="+")
+    # No foreign key in the database: events are partitioned by day on PostgreSQL, and retention drops
+    # whole partitions (messaging.retention). Deleting an event through the ORM still deletes these.
+    message_event = models.ForeignKey(
+        MessageEvent, null=True, on_delete=models.CASCADE, related_name="+", db_constraint=False
+    )
     dmarc_report = models.ForeignKey(DmarcReport, null=True, on_delete=models.CASCADE, related_name="+")
     event_id = models.CharField(max_length=40, help_text="The event's public id: webhook-id, the same on every retry")
     event_type = models.CharField(max_length=20, choices=EventType.choices)

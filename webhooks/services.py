@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 import httpcore
 import httpx
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
@@ -390,3 +390,16 @@ def deliveries_resend(*, deliveries: QuerySet[WebhookDelivery]) -> int:
     return deliveries.update(
         status=DeliveryStatus.PENDING, attempts=0, next_attempt_at=now, lease_expires_at=None, updated_at=now
     )
+
+
+def deliveries_of_dropped_events_delete(*, partition: str, **kwargs: object) -> None:
+    """Retention is dropping a day partition of events (messaging.partitioning.history_partition_dropping):
+    their deliveries go with them, as the ORM's cascade would have taken them with each event.
+
+    One DELETE through the deliveries' message_event_id index, in the transaction of the drop."""
+    table = connection.ops.quote_name(WebhookDelivery._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {table} WHERE message_event_id IN "  # noqa: S608
+            f"(SELECT id FROM {connection.ops.quote_name(partition)})"
+        )

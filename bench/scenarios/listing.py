@@ -6,11 +6,14 @@ plain indexes are dropped during the load and rebuilt from their own definitions
 load should). Latency is measured one request at a time (concurrency 1), so it is the cost of
 a request, not queueing, and in interleaved rounds (small, large, small, …), so the drift of a
 shared machine's load falls on both sizes alike. The list query is EXPLAINed at both sizes.
+
+On PostgreSQL the table is partitioned by day: the day partitions the history spans are made before
+the load, and the rows are spread over at most HISTORY_DAYS days (as retention keeps them), with
+public ids that carry their creation time, as the service makes them.
 """
 
 import argparse
 import re
-import secrets
 import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
@@ -32,21 +35,46 @@ _COLUMNS = (
     "attempts, last_error, message_id_header, envelope_from, is_test, created_at, updated_at"
 )
 _BLOCK = 50_000  # rows per COPY write: big enough that Python's per-call cost vanishes
+# The longest history loaded, in days: 30 days' retention; a bigger history is denser, not longer.
+HISTORY_DAYS = 30
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--small", type=int, default=10_000, help="messages in the small domain (10 000)")
-    parser.add_argument("--large", type=int, default=1_000_000, help="messages in the large domain (1 000 000)")
+    parser.add_argument("--large", type=int, default=10_000_000, help="messages in the large domain (10 000 000)")
     parser.add_argument("--requests", type=int, default=300, help="requests per endpoint and size (default 300)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds the requests are split over")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
 
 
-def _copy_messages(*, domain_id: int, domain_name: str, count: int, origin: datetime) -> None:
-    """A domain's history of `count` messages, message i created i seconds before origin.
+def spacing_for(count: int) -> timedelta:
+    """The time between two messages of a history of `count`: a second, or less when that would take
+    more than HISTORY_DAYS days."""
+    return min(timedelta(seconds=1), timedelta(days=HISTORY_DAYS) / max(count, 1))
+
+
+def partitions_for(*, origin: datetime, span: timedelta) -> None:
+    """The day partitions of messages and events from origin - span to origin (PostgreSQL, partitioned)."""
+    from mailservice.partitions import partitions_ensure
+    from messaging.partitioning import HISTORY_TABLES, history_partitioned
+
+    if not history_partitioned():
+        return
+    first, last = (origin - span).astimezone(UTC).date(), origin.astimezone(UTC).date()
+    days = [first + timedelta(days=n) for n in range((last - first).days + 1)]
+    for table in HISTORY_TABLES:
+        partitions_ensure(table, days=days)
+
+
+def _copy_messages(
+    *, domain_id: int, domain_name: str, count: int, origin: datetime, spacing: timedelta = timedelta(seconds=1)
+) -> None:
+    """A domain's history of `count` messages, message i created i spacings before origin.
 
     Every tenth is a received message, the rest delivered: a plausible mix for the list."""
     from django.db import connection
+
+    from mailservice.ids import timed_public_id
 
     sent = f'sent\tdelivered\tapp@{domain_name}\t["customer@example.org"]\t[]\t[]\t[]'
     received = f'received\treceived\tcustomer@example.org\t["support@{domain_name}"]\t[]\t[]\t[]'
@@ -54,16 +82,19 @@ def _copy_messages(*, domain_id: int, domain_name: str, count: int, origin: date
         for start in range(0, count, _BLOCK):
             lines = []
             for i in range(start, min(start + _BLOCK, count)):
-                created = (origin - timedelta(seconds=i)).isoformat()
+                moment = origin - spacing * i
+                created = moment.isoformat()
                 lines.append(
-                    f"msg_{secrets.token_hex(12)}\t{domain_id}\t{received if i % 10 == 0 else sent}\t"
+                    f"{timed_public_id('msg', now=moment)}\t{domain_id}\t{received if i % 10 == 0 else sent}\t"
                     f"Order {i}\tYour order {i} has shipped.\t\\N\t0\t\t\t\tf\t{created}\t{created}\n"
                 )
             copy.write("".join(lines))
 
 
-def _load(counts: dict[str, int], origin: datetime) -> float:
-    """COPY each domain's history in, then rebuild the indexes and VACUUM ANALYZE; seconds taken."""
+def _load(counts: dict[str, int], origin: datetime, *, day_partitions: bool = True) -> float:
+    """COPY each domain's history in, then rebuild the indexes and VACUUM ANALYZE; seconds taken.
+
+    Without `day_partitions`, the rows of days with no partition go to the DEFAULT one (PostgreSQL)."""
     from django.db import connection
 
     from domains.models import Domain
@@ -79,13 +110,18 @@ def _load(counts: dict[str, int], origin: datetime) -> float:
         indexes = cursor.fetchall()
         for name, _ in indexes:
             cursor.execute(f'DROP INDEX "{name}"')
+    spacing = spacing_for(max(counts.values()))
+    if day_partitions:
+        partitions_for(origin=origin, span=spacing * max(counts.values()))
     for name, count in counts.items():
         domain = Domain.objects.get(name=name)
-        _copy_messages(domain_id=domain.pk, domain_name=name, count=count, origin=origin)
+        _copy_messages(domain_id=domain.pk, domain_name=name, count=count, origin=origin, spacing=spacing)
     with connection.cursor() as cursor:
         cursor.execute("SET maintenance_work_mem = '256MB'")
         for _, definition in indexes:
-            cursor.execute(definition)
+            # A partitioned table's index is defined ON ONLY the parent (its partitions' indexes attached
+            # one by one); built as such it would cover no partition, so it is built on them all.
+            cursor.execute(definition.replace(" ON ONLY ", " ON ", 1))
         cursor.execute("VACUUM (ANALYZE) messaging_message")
     return time.perf_counter() - started
 
@@ -204,15 +240,8 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         )
         section.failed_requests += s.errors + lg.errors
         ratio = lg.percentile_ms(50) / s.percentile_ms(50)
-        has_goal = kind != "get by id"
-        section.ratios.append(
-            Ratio(
-                f"p50 {sizes[1]} / {sizes[0]}, {kind}",
-                ratio,
-                "<= 1.3" if has_goal else "",
-                ratio <= 1.3 if has_goal else None,
-            )
-        )
+        # The get's goal since issue 33: a timed public id reads one or two day partitions, whatever the history.
+        section.ratios.append(Ratio(f"p50 {sizes[1]} / {sizes[0]}, {kind}", ratio, "<= 1.3", ratio <= 1.3))
     rows = sum(counts.values())
     section.notes.append(
         f"Loading {rows:,} rows took {load_seconds:.1f} s ({rows / load_seconds:,.0f} rows/s): COPY, index rebuild "

@@ -16,6 +16,7 @@ from prometheus_client.registry import REGISTRY, Collector
 
 from domains.models import Domain, SendingControl
 from messaging.outbound.relay_limits import relay_rate_status
+from messaging.retention import held_partitions
 from messaging.selectors import queue_state, report_gauges
 from webhooks.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
@@ -25,7 +26,8 @@ class ScrapeCollector(Collector):
 
     Two queries on the queue's partial index (`message_pending_idx`: accepted messages by
     next_attempt_at), one each on the domains and the global switch, two on the webhook tables
-    (the pending count is served by the deliveries' partial index), two on DMARC and TLS reports of
+    (the pending count is served by the deliveries' partial index), two for the days of messages kept
+    past retention (PostgreSQL: the partitions, the longest retention), two on DMARC and TLS reports of
     the last day, and the shared relay rate (Redis).
     """
 
@@ -68,6 +70,11 @@ class ScrapeCollector(Collector):
             "mailservice_webhook_endpoints_disabled",
             "Webhook endpoints disabled after 5 days of failures",
             WebhookEndpoint.objects.filter(enabled=False).count(),
+        )
+        yield GaugeMetricFamily(
+            "mailservice_retention_held_partitions",
+            "Days of messages past retention kept because they hold messages still accepted (PostgreSQL)",
+            len(held_partitions()),
         )
         yield from _report_gauges()
         effective = relay_rate_status()["effective"]

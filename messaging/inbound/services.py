@@ -60,6 +60,7 @@ from messaging.models import (
     Status,
     Suppression,
     SuppressionReason,
+    message_by_public_id,
 )
 from messaging.reply_causes import NO_CAUSE, Explained, explain
 from messaging.safeguards import safeguard_check
@@ -225,11 +226,11 @@ def _reported_message(*, verp: VerpId, original_message_id: str) -> Message | No
     message are applied one at a time, so a duplicate sees what the first one did)."""
     sent = Message.objects.select_related("domain").select_for_update(of=("self",)).filter(direction=Direction.SENT)
     if verp.public_id:
-        named = sent.filter(public_id=verp.public_id)
+        named = sent
         if not verp.signed:  # the unsigned form of mail sent before the tag existed (messaging.verp)
             accepted = settings.MAILSERVICE_VERP_ACCEPT_UNSIGNED
             named = named.filter(created_at__gte=timezone.now() - UNSIGNED_GRACE) if accepted else named.none()
-        found = named.first()
+        found = message_by_public_id(named, verp.public_id)
         if found is not None:
             return found
     if not original_message_id:
@@ -239,7 +240,9 @@ def _reported_message(*, verp: VerpId, original_message_id: str) -> Message | No
     # domain}>, so the public id finds those, also when the header was rewritten.
     by_header = sent.filter(SUBMITTED, message_id_header__iexact=original_message_id)
     public_id = original_message_id.strip("<>").partition("@")[0].lower()
-    return by_header.first() or sent.filter(public_id=public_id).first()
+    # No ORDER BY (first() would sort by id): on partitioned messages that ordering reads every partition's
+    # primary key in id order instead of the Message-ID index.
+    return next(iter(by_header.order_by()[:1]), None) or message_by_public_id(sent, public_id)
 
 
 def _recipients_of(message: Message) -> list[str]:

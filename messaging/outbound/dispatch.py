@@ -44,7 +44,16 @@ from domains.sending import domain_unpaused, global_paused, unpaused
 from domains.sources import Pool, domain_pools
 from mailservice import metrics
 from messaging import sql
-from messaging.models import BounceType, EventRecord, EventType, Message, MessageEvent, Status, TlsSessionCount
+from messaging.models import (
+    BounceType,
+    EventRecord,
+    EventType,
+    Message,
+    MessageEvent,
+    Status,
+    TlsSessionCount,
+    public_id_condition,
+)
 from messaging.outbound.destinations import BatchHolds
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.outbound.fairness import fair_claim_ids
@@ -117,7 +126,7 @@ def dispatch_claim(*, public_id: str | None = None, limit: int) -> list[Message]
         ids: list[int] = []
         if public_id is not None:
             ids += (
-                due.filter(public_id=public_id)
+                due.filter(public_id_condition(public_id))
                 .select_for_update(of=("self",), skip_locked=True)
                 .values_list("pk", flat=True)
             )

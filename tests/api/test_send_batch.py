@@ -55,7 +55,7 @@ class TestAccepted:
         assert response.status_code == 200, response.json()
         data = response.json()["data"]
         assert [set(item) for item in data] == [{"id", "created_at"}] * 5
-        messages = Message.objects.in_bulk([item["id"] for item in data], field_name="public_id")
+        messages = {m.public_id: m for m in Message.objects.filter(public_id__in=[item["id"] for item in data])}
         assert [messages[item["id"]].subject for item in data] == ["0", "1", "2", "3", "4"]
         assert {message.status for message in messages.values()} == {Status.ACCEPTED}
         events = MessageEvent.objects.filter(message__domain=domain)
@@ -72,7 +72,7 @@ class TestAccepted:
 
         assert response.status_code == 200, response.json()
         ids = [item["id"] for item in response.json()["data"]]
-        stored = Message.objects.in_bulk(ids, field_name="public_id")
+        stored = {m.public_id: m for m in Message.objects.filter(public_id__in=ids)}
         assert [(stored[each].subject, stored[each].template_version) for each in ids] == [
             ("Hi", None),
             ("Hello Ada", version.number),

@@ -1,19 +1,26 @@
 """Retention: messages past MAILSERVICE_RETENTION_DAYS (or their domain's own setting) are purged with
-their events and raw sources; daily counts keep the console's figures; cursors never break."""
+their events and raw sources; daily counts keep the console's figures; cursors never break.
+
+Two paths: the row purge (SQLite, PostgreSQL's DEFAULT partition, which backdated rows land in, and
+domains with a shorter retention), and on PostgreSQL the drop of whole day partitions."""
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.utils import timezone
 
+from mailservice.partitions import day_partition_name, day_partitions, partitions_ensure
 from messaging.models import DailyMessageCount, Direction, EventType, Message, MessageEvent, Status, Suppression
-from messaging.retention import messages_purge
+from messaging.partitioning import HISTORY_TABLES
+from messaging.retention import held_partitions, messages_purge
 from messaging.selectors import delivery_rates
 from tests.conftest import client_for
 from tests.factories import ApiKeyFactory, DomainFactory, MessageFactory
 from tests.harness import FAST_DISPATCH, celery_worker, wait_until
+from webhooks.models import WebhookDelivery, WebhookEndpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -177,3 +184,126 @@ def test_the_beat_task_purges_expired_messages_on_its_next_run():
     assert list(Message.objects.all()) == [kept]
     assert not MessageEvent.objects.exclude(message=kept).exists()
     assert DailyMessageCount.objects.get(domain=domain).count == 3
+
+
+# --- PostgreSQL: whole days dropped --------------------------------------------------------------
+
+partitioned = pytest.mark.skipif(connection.vendor != "postgresql", reason="history is partitioned on PostgreSQL")
+
+
+def noon(days_ago: int) -> datetime:
+    """Midday (UTC) `days_ago` days ago: the middle of that day's partition, whatever the time of the run."""
+    day = datetime.now(UTC).date() - timedelta(days=days_ago)
+    return datetime(day.year, day.month, day.day, 12, tzinfo=UTC)
+
+
+def with_day_partitions(*days_ago: int) -> None:
+    """The day partitions of those days, for messages and events (the test database has them from its creation on)."""
+    for table in HISTORY_TABLES:
+        partitions_ensure(table, days=[noon(days).date() for days in days_ago])
+
+
+def on_day(days_ago: int, **fields) -> Message:
+    """A message created at noon `days_ago` days ago, with its accepted event of the same moment."""
+    message = MessageFactory(**fields)
+    Message.objects.filter(pk=message.pk).update(created_at=noon(days_ago))
+    event = MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)
+    MessageEvent.objects.filter(pk=event.pk).update(created_at=noon(days_ago))
+    message.refresh_from_db()
+    return message
+
+
+def partition_names(table: str) -> set[str]:
+    return {partition.name for partition in day_partitions(table)}
+
+
+@partitioned
+def test_a_day_past_retention_is_dropped_whole_after_its_counts_are_kept(domain, settings):
+    settings.MAILSERVICE_RETENTION_DAYS = 30
+    with_day_partitions(31, 29)
+    old = [on_day(31, domain=domain, status=status) for status in (Status.DELIVERED, Status.DELIVERED, Status.BOUNCED)]
+    on_day(31, domain=domain, status=Status.DELIVERED, is_test=True)
+    recent = on_day(29, domain=domain, status=Status.DELIVERED)
+    Suppression.objects.create(domain=domain, address="gone@example.org", reason="bounce", source_message=old[2])
+    endpoint = WebhookEndpoint.objects.create(domain=domain, url="https://hooks.example.com/")
+    event = MessageEvent.objects.filter(message=old[0]).get()
+    WebhookDelivery.objects.create(endpoint=endpoint, message_event=event, event_id="evt_1", event_type="x", payload="")
+
+    result = messages_purge()
+
+    messages_day, events_day = (day_partition_name(table, noon(31).date()) for table in HISTORY_TABLES)
+    assert {messages_day, events_day} <= set(result.dropped)
+    assert messages_day not in partition_names("messaging_message")
+    assert events_day not in partition_names("messaging_messageevent")
+    assert result.purged == {domain.name: 4}
+    assert list(Message.objects.all()) == [recent]
+    assert list(MessageEvent.objects.values_list("message_id", flat=True)) == [recent.pk]
+    counts = dict(DailyMessageCount.objects.filter(domain=domain, day=noon(31).date()).values_list("status", "count"))
+    assert counts == {"delivered": 2, "bounced": 1}  # sandbox mail is not counted
+    assert Suppression.objects.get().source_message_id is None
+    assert not WebhookDelivery.objects.exists()
+
+
+@partitioned
+def test_a_day_holding_a_message_still_accepted_is_kept_and_its_other_messages_go_by_row(domain, settings):
+    settings.MAILSERVICE_RETENTION_DAYS = 30
+    with_day_partitions(32)
+    waiting = on_day(32, domain=domain, status=Status.ACCEPTED)
+    on_day(32, domain=domain, status=Status.DELIVERED)
+    messages_day = day_partition_name("messaging_message", noon(32).date())
+
+    result = messages_purge()
+
+    assert result.held == [messages_day] and messages_day not in result.dropped
+    assert held_partitions() == [messages_day]
+    assert result.purged == {domain.name: 1}
+    assert list(Message.objects.all()) == [waiting]
+    # The events of that day stay while a message of it does.
+    assert MessageEvent.objects.filter(message=waiting).exists()
+
+    Message.objects.filter(pk=waiting.pk).update(status=Status.DELIVERED)
+    result = messages_purge()
+
+    assert messages_day in result.dropped and not Message.objects.exists() and held_partitions() == []
+
+
+@partitioned
+def test_a_shorter_retention_purges_rows_of_a_live_day_and_the_longest_waits_for_its_day(domain, settings):
+    settings.MAILSERVICE_RETENTION_DAYS = 30
+    short = DomainFactory(name="short.example.com", retention_days=2)
+    with_day_partitions(30, 3)
+    # 30 days ago at noon is past the 30-day retention within the hour, but its day's partition ends
+    # tomorrow at midnight: it goes with it, not row by row.
+    waits = on_day(30, domain=domain, status=Status.DELIVERED)
+    on_day(3, domain=short, status=Status.DELIVERED)
+    on_day(30, domain=short, status=Status.DELIVERED)
+
+    result = messages_purge(now=noon(0) + timedelta(hours=1))
+
+    assert result.purged == {short.name: 2}
+    assert list(Message.objects.all()) == [waits]
+
+
+@partitioned
+def test_a_dry_run_names_the_days_it_would_drop_and_drops_nothing(domain, settings):
+    settings.MAILSERVICE_RETENTION_DAYS = 30
+    with_day_partitions(35)
+    on_day(35, domain=domain, status=Status.DELIVERED)
+
+    result = messages_purge(dry_run=True)
+
+    assert day_partition_name("messaging_message", noon(35).date()) in result.dropped
+    assert day_partition_name("messaging_message", noon(35).date()) in partition_names("messaging_message")
+    assert Message.objects.count() == 1
+
+
+@partitioned
+def test_the_purge_makes_the_coming_days_partitions(domain):
+    today = datetime.now(UTC).date()
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE {day_partition_name('messaging_message', today + timedelta(days=3))}")
+
+    messages_purge()
+
+    assert day_partition_name("messaging_message", today + timedelta(days=3)) in partition_names("messaging_message")
+    assert day_partition_name("messaging_message", today + timedelta(days=7)) in partition_names("messaging_message")

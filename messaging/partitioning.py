@@ -1,0 +1,48 @@
+"""Which tables are partitioned by day on PostgreSQL, and their upkeep: the day partitions are made
+DAYS_AHEAD days ahead by the retention task (messaging.retention.messages_purge, which also drops
+expired ones) and by `manage.py partitions`. The mechanics are the kernel's (mailservice/partitions.py)."""
+
+from collections.abc import Callable
+from datetime import date, timedelta
+
+from django.dispatch import Signal
+
+from mailservice import partitions
+from messaging.models import Message, MessageEvent
+
+HISTORY_TABLES = (Message._meta.db_table, MessageEvent._meta.db_table)
+# Sent in the transaction that drops a day partition of events (keyword `partition`: its table name), before
+# the drop, so that what refers to those events without a database key (webhook deliveries) goes too.
+history_partition_dropping = Signal()
+# Rows of a day with no partition go to the DEFAULT one and keep the row purge; a week ahead
+# leaves room for the daily task to miss a few runs.
+DAYS_AHEAD = 7
+
+
+def history_partitioned() -> bool:
+    """Whether this database's messages are partitioned (PostgreSQL, after the migration or partition_history)."""
+    return partitions.is_partitioned(Message._meta.db_table)
+
+
+def history_partitions_ensure(*, today: date | None = None) -> list[str]:
+    """Make the day partitions of today and DAYS_AHEAD days ahead of every partitioned history table."""
+    today = today or partitions.utc_today()
+    days = [today + timedelta(days=offset) for offset in range(DAYS_AHEAD + 1)]
+    created: list[str] = []
+    for table in HISTORY_TABLES:
+        if partitions.is_partitioned(table):
+            created += partitions.partitions_ensure(table, days=days)
+    return created
+
+
+def history_partition(
+    table: str, *, batch_size: int = 5000, rest_per_work: float = 0.0, progress: Callable[[int], None] | None = None
+) -> int:
+    """Partition one history table online (mailservice.partitions.partition_table); returns the rows copied."""
+    return partitions.partition_table(
+        table,
+        days_ahead=DAYS_AHEAD,
+        batch_size=batch_size,
+        rest_per_work=rest_per_work,
+        progress=progress or (lambda copied: None),
+    )
