@@ -55,7 +55,7 @@ from domains.sources import Pool, source_address_rows
 from mailservice.errors import ValidationFailed
 from messaging.outbound import mx_tls
 from messaging.outbound.mta_sts import policy_for, verified_tls_context
-from messaging.outbound.mx_sessions import MxSession, SessionKey, idle_sessions
+from messaging.outbound.mx_sessions import QUIT_WAIT, MxSession, SessionKey, idle_sessions
 from messaging.outbound.provider_rules import is_throttle
 from messaging.outbound.shaping import CONNECTION_WAIT, DestinationGate, destination_of, reply_of
 from messaging.outbound.sources import choose_source, next_try, source_of
@@ -346,7 +346,7 @@ class MxConnection:
         token = self.gate.take_slot(destination, wait=0)
         if token is None and (pooled := idle_sessions.take_for(destination)) is not None:
             token, pooled.slot = pooled.slot or "", None
-            pooled.close()
+            pooled.close(quit_wait=QUIT_WAIT)
         if token is None:
             token = self.gate.take_slot(destination, wait=self.timeout if follows else CONNECTION_WAIT)
         if token is not None:
@@ -401,7 +401,7 @@ class MxConnection:
         if pooled is None:
             return None
         if not pooled.smtp.reset():
-            pooled.close()
+            pooled.close(quit_wait=QUIT_WAIT)
             return None
         if (replaced := self._sessions.pop(key, None)) is not None:  # opened under a policy this one does not meet
             idle_sessions.put(replaced)

@@ -39,6 +39,10 @@ from messaging.outbound import mx_tls
 from messaging.outbound.relay_limits import give_back_slot
 from messaging.outbound.transports import SmtpConnection, Source
 
+# An idle session is closed without waiting longer for its QUIT's reply: nothing depends on the reply,
+# and a slow receiver's (a tarpit's) would hold the reaper and, meanwhile, the other sessions' slots.
+QUIT_WAIT = 1.0
+
 # A session is one to (source address and EHLO name, or None: the system's; MX address; port).
 SessionKey = tuple[Source | None, str, int]
 
@@ -83,8 +87,11 @@ class MxSession:
             and time.monotonic() - self.opened_at < max_age()
         )
 
-    def close(self) -> None:
-        """QUIT, and give back its destination's connection slot."""
+    def close(self, *, quit_wait: float | None = None) -> None:
+        """QUIT (its reply awaited at most `quit_wait` seconds, else the SMTP timeout), and give back its
+        destination's connection slot."""
+        if quit_wait is not None:
+            self.smtp.smtp.timeout = min(self.smtp.smtp.timeout, quit_wait)
         self.smtp.close()
         if self.slot:
             give_back_slot(self.destination, self.slot)
@@ -119,7 +126,7 @@ class IdleSessions:
                     self._start_reaper()
                     self._changed.notify()
                     return
-        session.close()
+        session.close(quit_wait=QUIT_WAIT)
 
     def take(self, key: SessionKey, fits: Callable[[MxSession], bool]) -> MxSession | None:
         """The most recently used idle session of `key` that `fits` and has not expired, out of the pool."""
@@ -153,7 +160,7 @@ class IdleSessions:
             self._idle.clear()
             self._count = 0
         for session in closing:
-            session.close()
+            session.close(quit_wait=QUIT_WAIT)
 
     def _remove(self, key: SessionKey, index: int) -> MxSession:
         kept = self._idle[key]
@@ -175,8 +182,8 @@ class IdleSessions:
                 if not expired:
                     self._changed.wait(wait)
                     continue
-            for session in expired:  # QUIT outside the lock: a slow server holds only this thread
-                session.close()
+            for session in expired:  # QUIT outside the lock
+                session.close(quit_wait=QUIT_WAIT)
 
     def _expired(self) -> tuple[list[MxSession], float | None]:
         """The sessions idle past their time, out of the pool; else how long until the next one is."""
