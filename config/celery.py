@@ -92,8 +92,11 @@ class DispatchLoopStep(bootsteps.StartStopStep):
         self.loop.start()
 
     def stop(self, worker: Any) -> None:
+        from messaging.outbound.transports import close_transports
+
         if self.loop is not None:
             self.loop.stop()  # as Celery's warm shutdown waits for its tasks: batches in progress end
+        close_transports()  # after the batches: the sessions they kept open between them
 
 
 app.steps["worker"].add(DispatchLoopStep)

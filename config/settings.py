@@ -393,6 +393,12 @@ MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
 # Open connections to one destination (a recipient domain's MX hosts rolled up by registrable
 # domain, messaging/outbound/shaping.py) at once, over all its hosts, for the whole fleet.
 MAILSERVICE_MX_CONNECTIONS = env_int("MAILSERVICE_MX_CONNECTIONS", 10)
+# Sessions kept open between batches, per worker process (messaging/outbound/mx_sessions.py): closed after
+# IDLE_SECONDS unused (0: each batch closes its own), reused for at most SESSION_MESSAGES transactions,
+# at most IDLE_SESSIONS kept idle. An idle session keeps its destination's connection slot.
+MAILSERVICE_MX_SESSION_IDLE_SECONDS = env_float("MAILSERVICE_MX_SESSION_IDLE_SECONDS", 5.0)
+MAILSERVICE_MX_SESSION_MESSAGES = env_int("MAILSERVICE_MX_SESSION_MESSAGES", 100)
+MAILSERVICE_MX_IDLE_SESSIONS = env_int("MAILSERVICE_MX_IDLE_SESSIONS", 250)
 # Extra trust anchors (PEM) for verified TLS to others' servers, beside the system store: MTA-STS policy
 # fetches and the MX certificates a policy requires verified (messaging/outbound/mta_sts.py, mx_tls.py),
 # TLS reports' https: submissions.

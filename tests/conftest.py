@@ -3,6 +3,7 @@ from rest_framework.test import APIClient
 
 from apikeys.models import ApiKey, Permission
 from domains.models import Domain
+from messaging.outbound.mx_sessions import idle_sessions
 from tests.factories import ApiKeyFactory, DomainFactory
 
 # The live-process harness: its fixtures (live_web, live_inbound, live_sink) and, for a failed
@@ -18,6 +19,14 @@ def _isolated_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _no_idle_mx_sessions():
+    """Direct delivery's sessions kept open between batches end with their test: a later test's receivers
+    count only its own connections, and no connection slot stays taken."""
+    yield
+    idle_sessions.close_all()
 
 
 @pytest.fixture(params=["one statement", "ORM twin"])

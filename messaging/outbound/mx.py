@@ -27,6 +27,9 @@ one that resolves to loopback, private or link-local addresses only with MAILSER
 Each recipient domain's transaction goes through its destination's limits (messaging/outbound/shaping.py):
 the rate, a connection slot for each session opened, and the slow-down replies; a limit that stops it
 returns a result with `not_sent`, which dispatch puts back without using an attempt.
+
+Sessions outlive their batch: each worker process keeps them idle for its next batches, under their
+connection slots (messaging/outbound/mx_sessions.py).
 """
 
 import functools
@@ -52,6 +55,7 @@ from domains.sources import Pool, source_address_rows
 from mailservice.errors import ValidationFailed
 from messaging.outbound import mx_tls
 from messaging.outbound.mta_sts import policy_for, verified_tls_context
+from messaging.outbound.mx_sessions import QUIT_WAIT, MxSession, SessionKey, idle_sessions
 from messaging.outbound.provider_rules import is_throttle
 from messaging.outbound.shaping import CONNECTION_WAIT, DestinationGate, destination_of, reply_of
 from messaging.outbound.sources import choose_source, next_try, source_of
@@ -184,33 +188,6 @@ def public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bo
     return address.is_global and not address.is_multicast
 
 
-def _session_key(source: Source | None, address: str) -> tuple[str, str]:
-    """Sessions are kept per (source address, MX address): one from another source is another session."""
-    return (source.address if source else "", address)
-
-
-@dataclass
-class _Session:
-    host: str
-    address: str
-    smtp: SmtpConnection
-    source: Source | None
-    secured: str = mx_tls.NONE  # the mandatory policy its TLS was checked against (for host), if any
-    destination: str = ""
-    slot: str | None = None  # its destination's connection slot, given back when it closes
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return _session_key(self.source, self.address)
-
-    def meets(self, host: str, policy: mx_tls.HostPolicy) -> bool:
-        """Whether this session may carry a transaction that `policy` governs."""
-        return not policy.mandatory or (self.host == host and self.secured == policy.kind)
-
-    def __str__(self) -> str:
-        return f"{self.host} [{self.address}]"
-
-
 @dataclass(frozen=True)
 class _Target:
     """One MX address to open a session with, and what the session must meet."""
@@ -252,12 +229,14 @@ class _Search:
 
 
 class MxConnection:
-    """The batch's SMTP sessions, one per MX address, opened as recipients' domains need them and kept
-    open for the batch: a transaction to a destination already reached reuses its session after RSET."""
+    """The batch's SMTP sessions, one per MX address, opened as recipients' domains need them (or taken
+    from those the process kept idle: messaging/outbound/mx_sessions.py) and kept open for the batch: a
+    transaction to a destination already reached reuses its session after RSET. When the batch ends
+    they go back to the process's idle sessions."""
 
     def __init__(self, *, resolver: dns.resolver.Resolver, port: int, timeout: float, allow_private: bool) -> None:
         self.resolver, self.port, self.timeout, self.allow_private = resolver, port, timeout, allow_private
-        self._sessions: dict[tuple[str, str], _Session] = {}  # by (source address or "", MX address)
+        self._sessions: dict[SessionKey, MxSession] = {}
         self._routes: dict[str, tuple[str, list[str]] | Undeliverable] = {}  # by domain: (destination, hosts)
         self._pools: dict[Pool, list[SourceAddress]] = {}  # their warm-up rows, read once a batch
         self._sts: dict[str, mx_tls.HostPolicy] = {}  # by domain, for the batch
@@ -321,6 +300,7 @@ class MxConnection:
             return _not_sent(self.gate.at_cap(destination))
         except Undeliverable as exc:
             return self.gate.observe(destination, SendResult(final=exc.reply))
+        session.transactions += 1
         try:
             result = replace(session.smtp.send(envelope=envelope, data=data, name=name), remote_host=session.host)
         except (OSError, smtplib.SMTPException) as exc:
@@ -360,9 +340,15 @@ class MxConnection:
         return self.allow_private or public_address(ipaddress.ip_address(address))
 
     def _slot(self, destination: str, *, follows: bool) -> str:
-        """A connection slot of the destination; at its cap, the one of this batch's idle session to it
+        """A connection slot of the destination. At its cap: the slot of a session to it the process keeps
+        idle (closed), else one that comes free in time, else the one of this batch's idle session to it
         (closed), else _AtConnectionCap. A transaction that `follows` one already begun waits longer."""
-        token = self.gate.take_slot(destination, wait=self.timeout if follows else CONNECTION_WAIT)
+        token = self.gate.take_slot(destination, wait=0)
+        if token is None and (pooled := idle_sessions.take_for(destination)) is not None:
+            token, pooled.slot = pooled.slot or "", None
+            pooled.close(quit_wait=QUIT_WAIT)
+        if token is None:
+            token = self.gate.take_slot(destination, wait=self.timeout if follows else CONNECTION_WAIT)
         if token is not None:
             return token
         idle = next((kept for kept in self._sessions.values() if kept.destination == destination), None)
@@ -372,7 +358,7 @@ class MxConnection:
         self._drop(idle)
         return token
 
-    def _session(self, domain: str, source: Source | None, *, follows: bool) -> _Session:
+    def _session(self, domain: str, source: Source | None, *, follows: bool) -> MxSession:
         """A session with the first host of the domain's route that answers as its TLS policy demands;
         Undeliverable naming the last error (4.7.5 when a policy refused a host)."""
         destination, hosts = self._route(domain)
@@ -393,11 +379,8 @@ class MxConnection:
                 search.transient = search.transient or exc.transient
                 continue
             for address in addresses:
-                kept = self._sessions.get(_session_key(source, address))
-                if kept is not None and kept.meets(host, policy):
-                    if kept.smtp.reset():
-                        return kept
-                    self._drop(kept)
+                if (kept := self._kept((source, address, self.port), host, policy)) is not None:
+                    return kept
                 if search.attempts == MAX_CONNECTION_ATTEMPTS or search.out_of_time():
                     break
                 session = self._open(search, _Target(host, address, policy, source, destination), follows=follows)
@@ -405,7 +388,27 @@ class MxConnection:
                     return session
         raise search.undeliverable(domain)
 
-    def _open(self, search: "_Search", target: "_Target", *, follows: bool) -> _Session | None:
+    def _kept(self, key: SessionKey, host: str, policy: mx_tls.HostPolicy) -> MxSession | None:
+        """A session already open to the address that may carry this transaction, this batch's or else one
+        the process kept idle, after a successful RSET. One the receiver has dropped fails the RSET and is
+        closed: the caller connects anew, and nothing of the message was begun on it."""
+        kept = self._sessions.get(key)
+        if kept is not None and kept.meets(host, policy):
+            if kept.reusable() and kept.smtp.reset():
+                return kept
+            self._drop(kept)
+        pooled = idle_sessions.take(key, lambda session: session.meets(host, policy))
+        if pooled is None:
+            return None
+        if not pooled.smtp.reset():
+            pooled.close(quit_wait=QUIT_WAIT)
+            return None
+        if (replaced := self._sessions.pop(key, None)) is not None:  # opened under a policy this one does not meet
+            idle_sessions.put(replaced)
+        self._sessions[key] = pooled
+        return pooled
+
+    def _open(self, search: "_Search", target: "_Target", *, follows: bool) -> MxSession | None:
         """A new session with one MX address, under a slot of its destination; None (noted in `search`) if it fails."""
         slot = self._slot(target.destination, follows=follows)
         search.attempts += 1
@@ -422,8 +425,11 @@ class MxConnection:
             if (reply := reply_of(exc)) is not None and is_throttle(reply):
                 search.throttled = reply
             return None
-        session = _Session(target.host, target.address, smtp, target.source, destination=target.destination, slot=slot)
-        session.secured = target.policy.kind if target.policy.mandatory else mx_tls.NONE
+        session = MxSession(
+            target.host, target.address, self.port, smtp, target.source, destination=target.destination, slot=slot
+        )
+        if target.policy.mandatory:
+            session.secured, session.tlsa = target.policy.kind, target.policy.tlsa
         self._drop(self._sessions.get(session.key))
         self._sessions[session.key] = session
         return session
@@ -494,18 +500,20 @@ class MxConnection:
             )
         raise _HostSkipped(f"{host} has no A or AAAA record", transient=False)
 
-    def _drop(self, session: _Session | None) -> None:
+    def _drop(self, session: MxSession | None) -> None:
         if session is None:
             return
         self._sessions.pop(session.key, None)
-        session.smtp.close()
-        if session.slot is not None:
-            self.gate.give_back(session.destination, session.slot)
-            session.slot = None
+        session.close()
 
-    def close(self) -> None:
-        for session in list(self._sessions.values()):
-            self._drop(session)
+    def close(self, *, keep: bool) -> None:
+        """End the batch: its sessions go to the process's idle sessions (`keep`), or are closed."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            if keep:
+                idle_sessions.put(session)
+            else:
+                session.close()
 
 
 def _not_sent(refusal: NotSent) -> SendResult:
@@ -529,6 +537,10 @@ class MxTransport:
 
     host = ""  # no one server: each result names the MX host that answered (SendResult.remote_host)
 
+    def close(self) -> None:
+        """Close the sessions the process keeps idle (worker shutdown)."""
+        idle_sessions.close_all()
+
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         resolver = dns_resolver()
@@ -541,5 +553,7 @@ class MxTransport:
         )
         try:
             yield connection
-        finally:
-            connection.close()
+        except BaseException:  # as the relay's pool: only a batch that raised nothing gives its sessions back
+            connection.close(keep=False)
+            raise
+        connection.close(keep=True)

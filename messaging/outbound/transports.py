@@ -140,6 +140,8 @@ class Transport(Protocol):
 
     def connection(self) -> AbstractContextManager[Connection]: ...
 
+    def close(self) -> None: ...  # the connections it keeps open between batches (worker shutdown)
+
 
 # --- file outbox ---------------------------------------------------------------------------
 
@@ -166,6 +168,9 @@ class OutboxTransport:
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         yield OutboxConnection(self.directory)
+
+    def close(self) -> None:
+        pass  # it keeps nothing open
 
 
 # --- SMTP relay -------------------------------------------------------------------------------
@@ -543,6 +548,12 @@ class SmtpTransport:
                 return
         conn.close()
 
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
 
 def is_direct_delivery(url: str) -> bool:
     """EMAIL_URL names direct delivery to recipients' MX hosts (mx://) rather than a relay."""
@@ -582,3 +593,12 @@ def transport() -> Transport:
             else:
                 _transports[key] = OutboxTransport(Path(settings.MAILSERVICE_OUTBOX_DIR))
         return _transports[key]
+
+
+def close_transports() -> None:
+    """Close the connections the process's transports keep open between batches (QUIT, and the MX sessions'
+    connection slots given back): a worker shutting down."""
+    with _transports_lock:
+        opened = list(_transports.values())
+    for each in opened:
+        each.close()

@@ -58,7 +58,12 @@ class SmtpSink:
     routes all of 127.0.0.0/8 to the loopback interface), some offering STARTTLS."""
 
     def __init__(
-        self, *, host: str = "127.0.0.1", port: int | None = None, tls_context: ssl.SSLContext | None = None
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        tls_context: ssl.SSLContext | None = None,
+        idle_timeout: float = 300,
     ) -> None:
         self.behaviour = SinkBehaviour()
         self.received: list[Received] = []
@@ -67,7 +72,7 @@ class SmtpSink:
         self.host = host
         self.port = port or free_port()
         self.controller = _CountingController(
-            self, hostname=host, port=self.port, enable_SMTPUTF8=True, tls_context=tls_context
+            self, hostname=host, port=self.port, enable_SMTPUTF8=True, tls_context=tls_context, timeout=idle_timeout
         )
 
     @property
@@ -122,9 +127,15 @@ class SmtpSink:
 
 @contextmanager
 def smtp_sink(
-    *, host: str = "127.0.0.1", port: int | None = None, tls_context: ssl.SSLContext | None = None
+    *,
+    host: str = "127.0.0.1",
+    port: int | None = None,
+    tls_context: ssl.SSLContext | None = None,
+    idle_timeout: float = 300,
 ) -> Iterator[SmtpSink]:
-    sink = SmtpSink(host=host, port=port, tls_context=tls_context)
+    """A running SmtpSink; `idle_timeout`: seconds without a command after which it drops the connection
+    unannounced (aiosmtpd's timeout), as a receiver drops a client's idle session."""
+    sink = SmtpSink(host=host, port=port, tls_context=tls_context, idle_timeout=idle_timeout)
     sink.controller.start()
     sink.connections = 0  # not the controller's start-up probe
     try:

@@ -32,7 +32,9 @@ def receivers(mx_port) -> Iterator[Callable[..., SmtpSink]]:
     """Start a receiver on a loopback address (on the MX port): `receiver("127.0.0.2", tls=True)`."""
     with ExitStack() as stack:
 
-        def receiver(host: str, *, tls_context: ssl.SSLContext | None = None) -> SmtpSink:
-            return stack.enter_context(smtp_sink(host=host, port=mx_port, tls_context=tls_context))
+        def receiver(host: str, *, tls_context: ssl.SSLContext | None = None, idle_timeout: float = 300) -> SmtpSink:
+            return stack.enter_context(
+                smtp_sink(host=host, port=mx_port, tls_context=tls_context, idle_timeout=idle_timeout)
+            )
 
         yield receiver

@@ -449,3 +449,23 @@ def test_sessions_are_counted_for_the_tls_reports(zone, receivers, authority, st
         ("secure.test", "sts", "mx.secure.test", "", 1),
         ("trial.test", "sts", "mx.trial.test", "starttls-not-supported", 1),
     ]
+
+
+def test_a_session_kept_open_from_before_a_domain_published_enforce_does_not_carry_its_mail(
+    zone, receivers, authority, sts, outcomes
+):
+    # The MTA-STS TXT record published below is seen by the next batch: the name has a record (no
+    # NXDOMAIN, which the routing cache keeps: the test DNS server gives it no SOA, so no TTL) that lives 0 s.
+    zone.ttl = 0
+    zone.publish_txt("_mta-sts.secure.test", "not a policy record")
+    mx(zone, "secure.test", (10, "mx.secure.test", "127.0.0.2"))
+    receiver = receivers("127.0.0.2", tls_context=authority.issue("mx.secure.test")[0])
+    assert dispatched("a@secure.test").status == Status.DELIVERED  # no policy: opportunistic, unverified TLS
+
+    sts("secure.test", "enforce", ["mx.secure.test"])
+    assert dispatched("b@secure.test").status == Status.DELIVERED
+    assert dispatched("c@secure.test").status == Status.DELIVERED
+
+    # The opportunistic session (kept idle) was passed over for a verified one, which the next batch reused.
+    assert receiver.connections == 2 and [received.tls for received in receiver.received] == [True] * 3
+    assert [(o["policy_type"], o["result_type"]) for o in outcomes] == [("no-policy-found", ""), ("sts", "")]
