@@ -43,27 +43,26 @@ def _backfill(apps, schema_editor):
         _fill(schema_editor, "AND id > %s AND id <= %s", [start, start + BATCH])
 
 
-def _sweep(apps, schema_editor):
-    """The rows written while the batches ran."""
-    _fill(schema_editor, "", [])
-
-
-def _not_null_on_postgresql(apps, schema_editor):
+def _not_null(apps, schema_editor):
     if schema_editor.connection.vendor != "postgresql":
+        _fill(schema_editor, "", [])  # the rows written while the batches ran; the AlterField below does the rest
         return
     q = schema_editor.quote_name
     with schema_editor.connection.cursor() as cursor:
-        # NOT VALID, then VALIDATE, which scans without blocking writes; SET NOT NULL then trusts the CHECK.
+        # The CHECK, NOT VALID, refuses a new row without the column at once (an old worker's fan-out
+        # fails and its events wait for the new version); the sweep fills those written meanwhile;
+        # VALIDATE scans without blocking writes, and SET NOT NULL then trusts the CHECK.
         cursor.execute(
             f"ALTER TABLE webhooks_webhookdelivery ADD CONSTRAINT {q(CHECK)} "
             "CHECK (subject_created_at IS NOT NULL) NOT VALID"
         )
+        _fill(schema_editor, "", [])
         cursor.execute(f"ALTER TABLE webhooks_webhookdelivery VALIDATE CONSTRAINT {q(CHECK)}")
         cursor.execute("ALTER TABLE webhooks_webhookdelivery ALTER subject_created_at SET NOT NULL")
         cursor.execute(f"ALTER TABLE webhooks_webhookdelivery DROP CONSTRAINT {q(CHECK)}")
 
 
-def _nullable_on_postgresql(apps, schema_editor):
+def _nullable(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
         with schema_editor.connection.cursor() as cursor:
             cursor.execute("ALTER TABLE webhooks_webhookdelivery ALTER subject_created_at DROP NOT NULL")
@@ -110,8 +109,7 @@ class Migration(migrations.Migration):
             field=models.DateTimeField(null=True, help_text=FIELD.help_text),
         ),
         migrations.RunPython(_backfill, migrations.RunPython.noop, elidable=False),
-        migrations.RunPython(_sweep, migrations.RunPython.noop, elidable=False),
-        migrations.RunPython(_not_null_on_postgresql, _nullable_on_postgresql, elidable=False),
+        migrations.RunPython(_not_null, _nullable, elidable=False),
         AlterFieldNotOnPostgreSQL(model_name='webhookdelivery', name='subject_created_at', field=FIELD),
         *(RemoveConstraintNotOnPostgreSQL(model_name='webhookdelivery', name=c.name) for c in OLD),
         *(AddConstraintNotOnPostgreSQL(model_name='webhookdelivery', constraint=c) for c in NEW),
