@@ -1,4 +1,5 @@
-"""Daily range partitions of the history tables on PostgreSQL (messages, their events), by `created_at`.
+"""Daily range partitions of the history tables on PostgreSQL, by a timestamp: `created_at` for
+messages and their events, the event's `created_at` for webhook deliveries (`subject_created_at`).
 
 Each partitioned table has one partition per UTC day, named `<table>_pYYYYMMDD`, created a few days
 ahead (`partitions_ensure`), and a DEFAULT partition `<table>_default` for rows outside every day
@@ -8,8 +9,8 @@ which leaves no dead tuples behind, where a DELETE of the same rows leaves milli
 `partition_table` turns a plain table into a partitioned one online: it builds the partitioned twin,
 mirrors every write into it with a trigger, copies the existing rows in short batches, then swaps
 the names in one short transaction (manage.py partition_history; the migration does it at once for
-a small table). The primary key becomes (id, created_at), and every unique constraint gains
-created_at, as PostgreSQL requires of a partitioned table; ids stay unique: the partitioned table's
+a small table). The primary key becomes (id, <key>), and every unique constraint gains the
+partition key, as PostgreSQL requires of a partitioned table; ids stay unique: the partitioned table's
 identity sequence goes on where the plain table's stopped. No foreign key may point into the table
 (a partition drop could not keep it).
 
@@ -28,7 +29,7 @@ from django.db.backends.utils import CursorWrapper
 
 logger = logging.getLogger(__name__)
 
-PARTITION_KEY = "created_at"
+DEFAULT_PARTITION_KEY = "created_at"
 _DAY_SUFFIX = re.compile(r"_p(\d{8})$")
 _TWIN_SUFFIX = "_partitioned"
 
@@ -85,10 +86,21 @@ def day_partitions(table: str) -> list[DayPartition]:
     return sorted(found, key=lambda partition: partition.day)
 
 
+def _partition_key(cursor: CursorWrapper, table: str) -> str:
+    """The column the partitioned `table` is partitioned by, as the catalog has it."""
+    cursor.execute(
+        "SELECT attname FROM pg_partitioned_table JOIN pg_attribute ON attrelid = partrelid AND attnum = partattrs[0] "
+        "WHERE partrelid = to_regclass(%s)",
+        [table],
+    )
+    return str(cursor.fetchone()[0])
+
+
 def _default_has_rows_of(cursor: CursorWrapper, table: str, day: date) -> bool:
     default = _quote(default_partition_name(table))
+    key = _quote(_partition_key(cursor, table))
     cursor.execute(
-        f"SELECT 1 FROM {default} WHERE {PARTITION_KEY} >= %s AND {PARTITION_KEY} < %s LIMIT 1",  # noqa: S608
+        f"SELECT 1 FROM {default} WHERE {key} >= %s AND {key} < %s LIMIT 1",  # noqa: S608
         [day, day + timedelta(days=1)],
     )
     return cursor.fetchone() is not None
@@ -193,28 +205,27 @@ def _twin_name(name: str) -> str:
     return f"{name[: 63 - len(_TWIN_SUFFIX)]}{_TWIN_SUFFIX}"
 
 
-def _with_partition_key(definition: str) -> str:
+def _with_partition_key(definition: str, key: str) -> str:
     """`PRIMARY KEY (id)` -> `PRIMARY KEY (id, created_at)`: a partitioned table's unique constraints
     must contain the partition key."""
     head, columns = definition.rsplit("(", 1)
     names = [column.strip() for column in columns.rstrip(")").split(",")]
-    return definition if PARTITION_KEY in names else f"{head}({', '.join([*names, PARTITION_KEY])})"
+    return definition if key in names else f"{head}({', '.join([*names, key])})"
 
 
-def _twin_create(cursor: CursorWrapper, table: str, days: list[date]) -> None:
+def _twin_create(cursor: CursorWrapper, table: str, key: str, days: list[date]) -> None:
     twin = table + _TWIN_SUFFIX
     # Defaults, NOT NULL and CHECK constraints come with LIKE; the identity does not (until the swap the
     # twin only takes rows that have their id, and then gets a sequence that goes on where the table's
     # stopped), nor do keys and indexes, made below.
     cursor.execute(
         f"CREATE TABLE {_quote(twin)} (LIKE {_quote(table)} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
-        f"INCLUDING STORAGE INCLUDING COMMENTS) PARTITION BY RANGE ({PARTITION_KEY})"
+        f"INCLUDING STORAGE INCLUDING COMMENTS) PARTITION BY RANGE ({_quote(key)})"
     )
     cursor.execute(f"CREATE TABLE {_quote(default_partition_name(twin))} PARTITION OF {_quote(twin)} DEFAULT")
     for name, _, definition in _constraints(cursor, table, "pu"):
-        cursor.execute(
-            f"ALTER TABLE {_quote(twin)} ADD CONSTRAINT {_quote(_twin_name(name))} {_with_partition_key(definition)}"
-        )
+        keyed = _with_partition_key(definition, key)
+        cursor.execute(f"ALTER TABLE {_quote(twin)} ADD CONSTRAINT {_quote(_twin_name(name))} {keyed}")
     for name, _, definition in _constraints(cursor, table, "f"):
         cursor.execute(f"ALTER TABLE {_quote(twin)} ADD CONSTRAINT {_quote(name)} {definition}")
     for name, statement in _plain_indexes(cursor, table):
@@ -228,18 +239,18 @@ def _twin_create(cursor: CursorWrapper, table: str, days: list[date]) -> None:
         cursor.execute(f"CREATE TABLE {_quote(name)} PARTITION OF {_quote(twin)} {_day_bounds(day)}")
 
 
-def _mirror_create(cursor: CursorWrapper, table: str) -> None:
+def _mirror_create(cursor: CursorWrapper, table: str, key: str) -> None:
     """Every write to the table from now on is made to the twin too, in the same transaction."""
-    twin = _quote(table + _TWIN_SUFFIX)
+    twin, key = _quote(table + _TWIN_SUFFIX), _quote(key)
     columns = _columns(cursor, table)
     assignments = ", ".join(f"{_quote(column)} = EXCLUDED.{_quote(column)}" for column in columns)
     function = _quote(f"{table}_mirror")
     cursor.execute(
         f"CREATE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "  # noqa: S608
         f"IF TG_OP IN ('UPDATE', 'DELETE') THEN "
-        f"DELETE FROM {twin} WHERE id = OLD.id AND {PARTITION_KEY} = OLD.{PARTITION_KEY}; END IF; "
+        f"DELETE FROM {twin} WHERE id = OLD.id AND {key} = OLD.{key}; END IF; "
         f"IF TG_OP IN ('INSERT', 'UPDATE') THEN "
-        f"INSERT INTO {twin} SELECT NEW.* ON CONFLICT (id, {PARTITION_KEY}) DO UPDATE SET {assignments}; END IF; "
+        f"INSERT INTO {twin} SELECT NEW.* ON CONFLICT (id, {key}) DO UPDATE SET {assignments}; END IF; "
         f"RETURN NULL; END $$"
     )
     cursor.execute(
@@ -248,7 +259,9 @@ def _mirror_create(cursor: CursorWrapper, table: str) -> None:
     )
 
 
-def _copy_batches(table: str, *, batch_size: int, rest_per_work: float, progress: Callable[[int], None]) -> int:
+def _copy_batches(
+    table: str, key: str, *, batch_size: int, rest_per_work: float, progress: Callable[[int], None]
+) -> int:
     """Copy the rows that predate the mirror, `batch_size` ids at a time, each batch its own transaction.
 
     FOR SHARE holds a batch's rows against a concurrent UPDATE or DELETE until the batch commits, so
@@ -264,7 +277,7 @@ def _copy_batches(table: str, *, batch_size: int, rest_per_work: float, progress
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO {twin} SELECT * FROM {_quote(table)} WHERE id > %s AND id <= %s "  # noqa: S608
-                f"FOR SHARE ON CONFLICT (id, {PARTITION_KEY}) DO NOTHING",
+                f"FOR SHARE ON CONFLICT (id, {_quote(key)}) DO NOTHING",
                 [start, start + batch_size],
             )
             copied += cursor.rowcount
@@ -308,11 +321,12 @@ def partition_table(
     table: str,
     *,
     days_ahead: int,
+    key: str = DEFAULT_PARTITION_KEY,
     batch_size: int = 5000,
     rest_per_work: float = 0.0,
     progress: Callable[[int], None] = lambda copied: None,
 ) -> int:
-    """Turn the plain `table` into one partitioned by day on `created_at`, online; returns the rows copied.
+    """Turn the plain `table` into one partitioned by day on `key`, online; returns the rows copied.
 
     Day partitions are made from the day of its oldest row to `days_ahead` days from today. Writes go
     on throughout: only the last step (the swap) locks the table, for as long as renaming takes.
@@ -323,15 +337,15 @@ def partition_table(
         if referencing := _referencing(cursor, table):
             raise ValueError(f"{table}: foreign keys point into it ({', '.join(referencing)}); drop them first")
         # One scan, with no lock that blocks a write: a backdated row's day gets its partition too.
-        cursor.execute(f"SELECT min({PARTITION_KEY}) FROM {_quote(table)}")  # noqa: S608
+        cursor.execute(f"SELECT min({_quote(key)}) FROM {_quote(table)}")  # noqa: S608
         (oldest,) = cursor.fetchone()
     today = utc_today()
     first = min(oldest.astimezone(UTC).date(), today) if oldest else today
     days = [first + timedelta(days=offset) for offset in range((today - first).days + days_ahead + 1)]
     with transaction.atomic(), connection.cursor() as cursor:
-        _twin_create(cursor, table, days)
-        _mirror_create(cursor, table)
-    copied = _copy_batches(table, batch_size=batch_size, rest_per_work=rest_per_work, progress=progress)
+        _twin_create(cursor, table, key, days)
+        _mirror_create(cursor, table, key)
+    copied = _copy_batches(table, key, batch_size=batch_size, rest_per_work=rest_per_work, progress=progress)
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {_quote(table + _TWIN_SUFFIX)}")
     with transaction.atomic(), connection.cursor() as cursor:
@@ -340,15 +354,15 @@ def partition_table(
     return copied
 
 
-def _without_partition_key(definition: str) -> str:
+def _without_partition_key(definition: str, key: str) -> str:
     head, columns = definition.rsplit("(", 1)
     names = [column.strip() for column in columns.rstrip(")").split(",")]
-    return f"{head}({', '.join(name for name in names if name != PARTITION_KEY)})"
+    return f"{head}({', '.join(name for name in names if name != key)})"
 
 
 def unpartition_table(table: str) -> None:
     """The way back (a migration reversed): the partitioned `table` becomes one plain table again, its
-    keys without created_at. It copies every row under lock: meant for test and development databases."""
+    keys without the partition key. It copies every row under lock: meant for test and development databases."""
     if not is_partitioned(table):
         return
     old = table + _TWIN_SUFFIX
@@ -357,6 +371,7 @@ def unpartition_table(table: str) -> None:
         (sequence,) = cursor.fetchone()
         cursor.execute(f"SELECT last_value + 1 FROM {sequence}")  # noqa: S608
         (next_id,) = cursor.fetchone()
+        key = _partition_key(cursor, table)
         keys = _constraints(cursor, table, "pu")
         foreign = _constraints(cursor, table, "f")
         indexes = _plain_indexes(cursor, table)
@@ -374,7 +389,7 @@ def unpartition_table(table: str) -> None:
         cursor.execute(f"DROP TABLE {_quote(old)}")
         for name, _, definition in keys:
             cursor.execute(
-                f"ALTER TABLE {_quote(table)} ADD CONSTRAINT {_quote(name)} {_without_partition_key(definition)}"
+                f"ALTER TABLE {_quote(table)} ADD CONSTRAINT {_quote(name)} {_without_partition_key(definition, key)}"
             )
         for name, _, definition in foreign:
             cursor.execute(f"ALTER TABLE {_quote(table)} ADD CONSTRAINT {_quote(name)} {definition}")

@@ -1,4 +1,5 @@
-"""Which tables are partitioned by day on PostgreSQL, and their upkeep: the day partitions are made
+"""Which tables are partitioned by day on PostgreSQL (the history, and the tables of the apps above
+that follow its days: webhook deliveries), and their upkeep: the day partitions are made
 DAYS_AHEAD days ahead by the retention task (messaging.retention.messages_purge, which also drops
 expired ones) and by `manage.py partitions`. The mechanics are the kernel's (mailservice/partitions.py)."""
 
@@ -11,12 +12,27 @@ from mailservice import partitions
 from messaging.models import Message, MessageEvent
 
 HISTORY_TABLES = (Message._meta.db_table, MessageEvent._meta.db_table)
-# Sent in the transaction that drops a day partition of events (keyword `partition`: its table name), before
-# the drop, so that what refers to those events without a database key (webhook deliveries) goes too.
+# Tables of the apps above (table: partition key) partitioned by the day of the history row each of
+# their rows is about, registered when their app is ready: their days are made with the history's,
+# partition_history takes them after it, and they drop a day with the events' (the signal below).
+_FOLLOWER_TABLES: dict[str, str] = {}
+# Sent in the transaction that drops a day partition of events (keywords `partition`: its table name,
+# `day`: its date), before the drop, so that what refers to those events without a database key
+# (webhook deliveries) goes too.
 history_partition_dropping = Signal()
 # Rows of a day with no partition go to the DEFAULT one and keep the row purge; a week ahead
 # leaves room for the daily task to miss a few runs.
 DAYS_AHEAD = 7
+
+
+def history_follower_register(table: str, *, key: str) -> None:
+    """Partition `table` by day on its column `key`, which holds the created_at of the event its row is about."""
+    _FOLLOWER_TABLES[table] = key
+
+
+def history_tables() -> dict[str, str]:
+    """Every table partitioned with the history (table: partition key), in the order partition_history takes them."""
+    return {**dict.fromkeys(HISTORY_TABLES, partitions.DEFAULT_PARTITION_KEY), **_FOLLOWER_TABLES}
 
 
 def history_partitioned() -> bool:
@@ -29,7 +45,7 @@ def history_partitions_ensure(*, today: date | None = None) -> list[str]:
     today = today or partitions.utc_today()
     days = [today + timedelta(days=offset) for offset in range(DAYS_AHEAD + 1)]
     created: list[str] = []
-    for table in HISTORY_TABLES:
+    for table in history_tables():
         if partitions.is_partitioned(table):
             created += partitions.partitions_ensure(table, days=days)
     return created
@@ -41,6 +57,7 @@ def history_partition(
     """Partition one history table online (mailservice.partitions.partition_table); returns the rows copied."""
     return partitions.partition_table(
         table,
+        key=history_tables()[table],
         days_ahead=DAYS_AHEAD,
         batch_size=batch_size,
         rest_per_work=rest_per_work,

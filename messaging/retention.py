@@ -217,7 +217,7 @@ def _partitions_drop(*, now: datetime, longest_days: int, dry_run: bool, result:
         result.dropped.append(partition.name)
         if not dry_run:
             with transaction.atomic():
-                history_partition_dropping.send(sender=MessageEvent, partition=partition.name)
+                history_partition_dropping.send(sender=MessageEvent, partition=partition.name, day=partition.day)
                 partitions.partition_drop(partition.name)
     names = dict(Domain.objects.filter(pk__in=dropped).values_list("pk", "name"))
     for domain_id, count in dropped.items():

@@ -73,6 +73,12 @@ class WebhookDelivery(models.Model):
         MessageEvent, null=True, on_delete=models.CASCADE, related_name="+", db_constraint=False
     )
     dmarc_report = models.ForeignKey(DmarcReport, null=True, on_delete=models.CASCADE, related_name="+")
+    # The partition key on PostgreSQL (mailservice/partitions.py): the day of what the delivery is about,
+    # not of the delivery, so that the exactly-once constraints below, which must hold it, stay exact
+    # (a thing has one created_at), and an events day is dropped with its deliveries day.
+    subject_created_at = models.DateTimeField(
+        help_text="When the event (or the DMARC report) this delivery is about was created"
+    )
     event_id = models.CharField(max_length=40, help_text="The event's public id: webhook-id, the same on every retry")
     event_type = models.CharField(max_length=20, choices=EventType.choices)
     payload = models.TextField(help_text="The exact JSON body that is signed and sent")
@@ -91,8 +97,13 @@ class WebhookDelivery(models.Model):
         verbose_name_plural = "webhook deliveries"
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.UniqueConstraint(fields=["endpoint", "message_event"], name="webhook_delivery_once_per_endpoint"),
-            models.UniqueConstraint(fields=["endpoint", "dmarc_report"], name="webhook_delivery_report_once"),
+            # Fan-out's INSERT ... ON CONFLICT DO NOTHING: one delivery of a thing per endpoint.
+            models.UniqueConstraint(
+                fields=["endpoint", "message_event", "subject_created_at"], name="webhook_delivery_once_per_endpoint"
+            ),
+            models.UniqueConstraint(
+                fields=["endpoint", "dmarc_report", "subject_created_at"], name="webhook_delivery_report_once"
+            ),
             models.CheckConstraint(
                 condition=models.Q(message_event__isnull=False, dmarc_report__isnull=True)
                 | models.Q(message_event__isnull=True, dmarc_report__isnull=False),
@@ -106,7 +117,7 @@ class WebhookDelivery(models.Model):
                 condition=models.Q(status="pending"),
                 name="webhook_delivery_due_idx",
             ),
-            # the console: an endpoint's recent deliveries
+            # the console: an endpoint's recent deliveries (on PostgreSQL, merged from each day partition's)
             models.Index(fields=["endpoint", "-created_at"], name="webhook_delivery_recent_idx"),
         ]
 

@@ -18,7 +18,7 @@ import random
 import ssl
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import httpcore
 import httpx
@@ -33,6 +33,7 @@ from mailservice.encryption import decrypt_secret, encrypt_secret
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.http_deadline import REQUEST_ERRORS, post_status
 from mailservice.ids import public_id
+from mailservice.partitions import day_partition_name, day_partitions, partition_drop
 from messaging.models import DmarcRecord, DmarcReport, Message, MessageEvent
 from webhooks.models import DeliveryStatus, EventType, WebhookDelivery, WebhookEndpoint
 from webhooks.payloads import PUBLIC_TYPE, dmarc_report_payload, event_payload, messages_data
@@ -168,6 +169,7 @@ def _dmarc_reports_fan_out(*, limit: int) -> int:
                 WebhookDelivery(
                     endpoint=endpoint,
                     dmarc_report=report,
+                    subject_created_at=report.created_at,
                     event_id=event_id,
                     event_type=EventType.DMARC_REPORT,
                     payload=payload,
@@ -211,6 +213,7 @@ def _message_events_fan_out(*, limit: int) -> int:
                 WebhookDelivery(
                     endpoint=endpoint,
                     message_event=event,
+                    subject_created_at=event.created_at,
                     event_id=event_id,
                     event_type=PUBLIC_TYPE[event.type],
                     payload=payload,
@@ -337,7 +340,12 @@ def _record(delivery: WebhookDelivery, result: AttemptResult) -> bool:
         fields |= {"status": DeliveryStatus.FAILED} if delay is None else {"next_attempt_at": now + delay}
     endpoint = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id)
     with transaction.atomic():
-        mine = WebhookDelivery.objects.filter(pk=delivery.pk, lease_expires_at=delivery.lease_expires_at)
+        mine = WebhookDelivery.objects.filter(
+            # subject_created_at: the UPDATE reads the one day partition the delivery is in.
+            pk=delivery.pk,
+            subject_created_at=delivery.subject_created_at,
+            lease_expires_at=delivery.lease_expires_at,
+        )
         if mine.update(**fields) != 1:
             return False
         outcome = "succeeded" if result.succeeded else fields.get("status", "retry")
@@ -364,6 +372,7 @@ def _lease_renew(delivery: WebhookDelivery) -> bool:
     lease = now + timedelta(seconds=settings.MAILSERVICE_WEBHOOK_LEASE_SECONDS)
     renewed = WebhookDelivery.objects.filter(
         pk=delivery.pk,
+        subject_created_at=delivery.subject_created_at,
         status=DeliveryStatus.PENDING,
         lease_expires_at=delivery.lease_expires_at,
         lease_expires_at__gt=now,
@@ -392,14 +401,23 @@ def deliveries_resend(*, deliveries: QuerySet[WebhookDelivery]) -> int:
     )
 
 
-def deliveries_of_dropped_events_delete(*, partition: str, **kwargs: object) -> None:
+def deliveries_of_dropped_events_drop(*, partition: str, day: date, **kwargs: object) -> None:
     """Retention is dropping a day partition of events (messaging.partitioning.history_partition_dropping):
     their deliveries go with them, as the ORM's cascade would have taken them with each event.
 
-    One DELETE through the deliveries' message_event_id index, in the transaction of the drop."""
-    table = connection.ops.quote_name(WebhookDelivery._meta.db_table)
+    Deliveries are partitioned by their event's day (subject_created_at): that day's partition of
+    deliveries is dropped whole, in the transaction of the events' drop, with the DMARC reports'
+    deliveries of the same day (a report outlives its deliveries). What is left is a DELETE that
+    pruning confines to the DEFAULT partition (deliveries of a day with no partition of its own),
+    or, while the table is still plain (before partition_history), the rows of those events."""
+    table = WebhookDelivery._meta.db_table
+    if day_partition_name(table, day) in {p.name for p in day_partitions(table)}:
+        partition_drop(day_partition_name(table, day))
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {table} WHERE message_event_id IN "  # noqa: S608
-            f"(SELECT id FROM {connection.ops.quote_name(partition)})"
+            f"DELETE FROM {connection.ops.quote_name(table)} "  # noqa: S608
+            "WHERE subject_created_at >= %s AND subject_created_at < %s "
+            f"AND message_event_id IN (SELECT id FROM {connection.ops.quote_name(partition)})",
+            [start, start + timedelta(days=1)],
         )

@@ -33,6 +33,7 @@ def _seed() -> None:
         WebhookDelivery.objects.create(
             endpoint=endpoint,
             message_event=event,
+            subject_created_at=event.created_at,
             event_id=f"evt_{'0123456789abcdef' * 2}{index}",
             event_type="email.delivered",
             payload="{}",

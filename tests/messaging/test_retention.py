@@ -10,11 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from mailservice.partitions import day_partition_name, day_partitions, partitions_ensure
 from messaging.models import DailyMessageCount, Direction, EventType, Message, MessageEvent, Status, Suppression
-from messaging.partitioning import HISTORY_TABLES
+from messaging.partitioning import history_tables
 from messaging.retention import held_partitions, messages_purge
 from messaging.selectors import delivery_rates
 from tests.conftest import client_for
@@ -198,8 +199,9 @@ def noon(days_ago: int) -> datetime:
 
 
 def with_day_partitions(*days_ago: int) -> None:
-    """The day partitions of those days, for messages and events (the test database has them from its creation on)."""
-    for table in HISTORY_TABLES:
+    """The day partitions of those days, for messages, events and webhook deliveries (the test database
+    has them from its creation on)."""
+    for table in history_tables():
         partitions_ensure(table, days=[noon(days).date() for days in days_ago])
 
 
@@ -227,21 +229,35 @@ def test_a_day_past_retention_is_dropped_whole_after_its_counts_are_kept(domain,
     Suppression.objects.create(domain=domain, address="gone@example.org", reason="bounce", source_message=old[2])
     endpoint = WebhookEndpoint.objects.create(domain=domain, url="https://hooks.example.com/")
     event = MessageEvent.objects.filter(message=old[0]).get()
-    WebhookDelivery.objects.create(endpoint=endpoint, message_event=event, event_id="evt_1", event_type="x", payload="")
+    for about in (event, MessageEvent.objects.filter(message=recent).get()):
+        WebhookDelivery.objects.create(
+            endpoint=endpoint,
+            message_event=about,
+            subject_created_at=about.created_at,
+            event_id=f"evt_{about.pk}",
+            event_type="x",
+            payload="",
+        )
 
-    result = messages_purge()
+    with CaptureQueriesContext(connection) as queries:
+        result = messages_purge()
 
-    messages_day, events_day = (day_partition_name(table, noon(31).date()) for table in HISTORY_TABLES)
+    messages_day, events_day, deliveries_day = (
+        day_partition_name(table, noon(31).date()) for table in history_tables()
+    )
     assert {messages_day, events_day} <= set(result.dropped)
     assert messages_day not in partition_names("messaging_message")
     assert events_day not in partition_names("messaging_messageevent")
+    # The events' day of deliveries is dropped with them, not deleted row by row.
+    assert deliveries_day not in partition_names("webhooks_webhookdelivery")
+    assert f'DROP TABLE "{deliveries_day}"' in {query["sql"] for query in queries}
     assert result.purged == {domain.name: 4}
     assert list(Message.objects.all()) == [recent]
     assert list(MessageEvent.objects.values_list("message_id", flat=True)) == [recent.pk]
     counts = dict(DailyMessageCount.objects.filter(domain=domain, day=noon(31).date()).values_list("status", "count"))
     assert counts == {"delivered": 2, "bounced": 1}  # sandbox mail is not counted
     assert Suppression.objects.get().source_message_id is None
-    assert not WebhookDelivery.objects.exists()
+    assert list(WebhookDelivery.objects.values_list("message_event__message", flat=True)) == [recent.pk]
 
 
 @partitioned

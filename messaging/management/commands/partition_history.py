@@ -4,15 +4,15 @@ from django.core.management.base import CommandError, CommandParser
 
 from mailservice import partitions
 from mailservice.commands import ServiceCommand, positive_int
-from messaging.partitioning import HISTORY_TABLES, history_partition
+from messaging.partitioning import history_partition, history_tables
 
 
 class Command(ServiceCommand):
     help = (
-        "PostgreSQL: partition the message history by day (messages, then events) while the service runs: "
-        "each table's partitioned twin is filled in short batches while a trigger mirrors every write, then "
-        "takes the table's name in one short transaction. Run it once after upgrading an installation whose "
-        "tables already had rows (migrate says so); a table already partitioned is skipped."
+        "PostgreSQL: partition the message history by day (messages, events, then webhook deliveries) while "
+        "the service runs: each table's partitioned twin is filled in short batches while a trigger mirrors "
+        "every write, then takes the table's name in one short transaction. Run it once after upgrading an "
+        "installation whose tables already had rows (migrate says so); a table already partitioned is skipped."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -24,7 +24,7 @@ class Command(ServiceCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not partitions.available():
             raise CommandError("history is partitioned on PostgreSQL only; SQLite keeps plain tables")
-        for table in HISTORY_TABLES:
+        for table in history_tables():
             if partitions.is_partitioned(table):
                 self.stdout.write(f"{table}: already partitioned")
                 continue

@@ -4,13 +4,14 @@ from django.core.management.base import CommandError
 
 from mailservice import partitions
 from mailservice.commands import ServiceCommand
-from messaging.partitioning import DAYS_AHEAD, HISTORY_TABLES, history_partitions_ensure
+from messaging.partitioning import DAYS_AHEAD, history_partitions_ensure, history_tables
 from messaging.retention import held_partitions
 
 
 class Command(ServiceCommand):
     help = (
-        f"PostgreSQL: make the message history's day partitions up to {DAYS_AHEAD} days ahead and list them, "
+        "PostgreSQL: make the day partitions of the message history (and webhook deliveries) up to "
+        f"{DAYS_AHEAD} days ahead and list them, "
         "with those kept past retention for messages still accepted. The retention task does the same "
         "(and drops the expired days) every MAILSERVICE_RETENTION_PURGE_INTERVAL seconds."
     )
@@ -20,7 +21,7 @@ class Command(ServiceCommand):
             raise CommandError("history is partitioned on PostgreSQL only; SQLite keeps plain tables")
         for name in history_partitions_ensure():
             self.stdout.write(f"created {name}")
-        for table in HISTORY_TABLES:
+        for table in history_tables():
             if not partitions.is_partitioned(table):
                 self.stdout.write(f"{table}: not partitioned yet (run manage.py partition_history)")
                 continue
