@@ -3,13 +3,17 @@ that follow its days: webhook deliveries), and their upkeep: the day partitions 
 DAYS_AHEAD days ahead by the retention task (messaging.retention.messages_purge, which also drops
 expired ones) and by `manage.py partitions`. The mechanics are the kernel's (mailservice/partitions.py)."""
 
+import logging
 from collections.abc import Callable
 from datetime import date, timedelta
 
+from django.db import connection
 from django.dispatch import Signal
 
 from mailservice import partitions
 from messaging.models import Message, MessageEvent
+
+logger = logging.getLogger(__name__)
 
 HISTORY_TABLES = (Message._meta.db_table, MessageEvent._meta.db_table)
 # Tables of the apps above (table: partition key) partitioned by the day of the history row each of
@@ -23,6 +27,9 @@ history_partition_dropping = Signal()
 # Rows of a day with no partition go to the DEFAULT one and keep the row purge; a week ahead
 # leaves room for the daily task to miss a few runs.
 DAYS_AHEAD = 7
+# `migrate` partitions a table this small itself, within its transaction, which holds its locks until it
+# commits: a few seconds at most. A bigger one is left to `manage.py partition_history`, online.
+MIGRATE_AT_MOST_ROWS = 10_000
 
 
 def history_follower_register(table: str, *, key: str) -> None:
@@ -63,3 +70,16 @@ def history_partition(
         rest_per_work=rest_per_work,
         progress=progress or (lambda copied: None),
     )
+
+
+def history_partition_when_small(table: str) -> None:
+    """`migrate`'s step on PostgreSQL: partition `table` now if it holds at most MIGRATE_AT_MOST_ROWS rows, else
+    leave it plain and say that `manage.py partition_history` must partition it online (docs/operating.md)."""
+    with connection.cursor() as cursor:
+        quoted = connection.ops.quote_name(table)
+        cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {quoted} LIMIT %s) t", [MIGRATE_AT_MOST_ROWS + 1])  # noqa: S608
+        (rows,) = cursor.fetchone()
+    if rows > MIGRATE_AT_MOST_ROWS:
+        logger.warning("%s has many rows: run `manage.py partition_history` to partition it online", table)
+    else:
+        history_partition(table)

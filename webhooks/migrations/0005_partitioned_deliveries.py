@@ -2,29 +2,17 @@
 messages and events in messaging 0020: a small table at once, a bigger one by `manage.py
 partition_history`, online (docs/operating.md). SQLite keeps a plain table."""
 
-import logging
-
 from django.db import migrations
 
 from mailservice.partitions import unpartition_table
-from messaging.partitioning import history_partition
+from messaging.partitioning import history_partition_when_small
 
-logger = logging.getLogger("messaging.partitioning")
 TABLE = "webhooks_webhookdelivery"
-# Copied within the migration's transaction, which holds its locks until it commits: a few seconds at most.
-SMALL = 10_000
 
 
 def _partition_when_small(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    with schema_editor.connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} LIMIT %s) t", [SMALL + 1])  # noqa: S608
-        (rows,) = cursor.fetchone()
-    if rows > SMALL:
-        logger.warning("%s has many rows: run `manage.py partition_history` to partition it online", TABLE)
-    else:
-        history_partition(TABLE)
+    if schema_editor.connection.vendor == "postgresql":
+        history_partition_when_small(TABLE)
 
 
 def _plain_again(apps, schema_editor):
