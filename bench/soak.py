@@ -218,11 +218,15 @@ def chaos_actions(stack: Stack, results: Results, started: float, rng: random.Ra
         sending = stack.sink.in_data
         with suppress(AssertionError):
             wait_until(lambda: stack.sink.in_data > sending, timeout=5, message="a worker in DATA")
+        restart_began = time.monotonic()
         stack.cluster.pg_ctl("restart")
+        restart_took = time.monotonic() - restart_began
         stack.sink.behaviour.hold = None
         hold.set()
         results.log(
-            started, f"postgresql restarted (fast: connections cut) with {stack.sink.in_data - sending} DATA held"
+            started,
+            f"postgresql restarted (fast: connections cut) in {restart_took:.1f} s "
+            f"with {stack.sink.in_data - sending} DATA held",
         )
 
     def sink_outage() -> None:
