@@ -59,8 +59,9 @@ def test_every_scenario_runs_at_the_tiny_size(tmp_path):
     assert "bytes of WAL per message" in results and "transactions committed per message" in results
     assert "product / bare httpx loop, deliveries per second" in results and "(flat)" in results
     # Where the machine's CPU went, for the product and its ceilings, references or peer in scenarios 1, 2, 4, 5 and
-    # 13, and for the large batches in 12.
-    assert results.count("Where the CPU went") == 15 and "PostgreSQL" in results
+    # 13, for the large batches in 12, and for the relay and direct runs of the isolation scenario.
+    assert results.count("Where the CPU went") == 17 and "PostgreSQL" in results
+    assert "Where the CPU went, direct run" in results  # what direct delivery spends beside relay mode
     assert "wrk used" in results
     assert "PgBouncer 1." in results and "server connections at once" in results
     assert "B's p99 wait, backlog" in results and "delivered` events (one each: yes)" in results
