@@ -236,12 +236,23 @@ def dispatch_record_in_one_statement(
     # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
     sql = (
         f'WITH mine AS (UPDATE "{Message._meta.db_table}" SET {assignments}, "updated_at" = %s '  # noqa: S608
-        'WHERE "id" = %s AND "status" = %s AND "lease_expires_at" = %s RETURNING "id") '
+        'WHERE "id" = %s AND "created_at" = %s AND "status" = %s AND "lease_expires_at" = %s RETURNING "id") '
         f'INSERT INTO "{MessageEvent._meta.db_table}" ("message_id", {columns}, "created_at", "updated_at") '
         f"SELECT mine.id, {taken}, %s, %s FROM mine CROSS JOIN (VALUES {', '.join([row] * len(events))}) "
         f"AS event (n, {', '.join(_EVENT_RECORD_FIELDS)}) ORDER BY event.n"
     )
-    params = [*fields.values(), now, message.pk, Status.ACCEPTED, message.lease_expires_at, now, now]
+    # created_at beside the id names the message's day partition when the plan is made: by id alone, PostgreSQL
+    # plans the UPDATE against every partition (0.36 ms of planning with 9 of them, 0.11 ms with created_at).
+    params = [
+        *fields.values(),
+        now,
+        message.pk,
+        message.created_at,
+        Status.ACCEPTED,
+        message.lease_expires_at,
+        now,
+        now,
+    ]
     params += [value for n, event in enumerate(events) for value in (n, *dataclasses.astuple(event))]
     with _binding_cursor() as cursor:
         cursor.execute(sql, params)

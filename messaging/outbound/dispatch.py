@@ -300,7 +300,12 @@ def _record(message: Message, outcome: SendOutcome, now: datetime) -> bool:
     if sql.available() and outcome.events:  # the one statement needs an event row to insert
         return sql.dispatch_record_in_one_statement(message, fields, outcome.events, now)
     with transaction.atomic():
-        mine = Message.objects.filter(pk=message.pk, status=Status.ACCEPTED, lease_expires_at=message.lease_expires_at)
+        mine = Message.objects.filter(
+            pk=message.pk,
+            created_at=message.created_at,  # the day partition, as in sql.dispatch_record_in_one_statement
+            status=Status.ACCEPTED,
+            lease_expires_at=message.lease_expires_at,
+        )
         if mine.update(**fields, updated_at=now) != 1:
             return False
         MessageEvent.objects.bulk_create(event.row(message) for event in outcome.events)
