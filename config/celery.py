@@ -80,11 +80,15 @@ class DispatchLoopStep(bootsteps.StartStopStep):
         from django.db import connection
 
         from messaging.outbound.loop import DispatchLoop, listening_database
+        from messaging.outbound.shaping import public_suffixes_load
+        from messaging.outbound.transports import is_direct_delivery
         from messaging.tasks import dispatch_woken
 
         dispatches = settings.CELERY_TASK_DEFAULT_QUEUE in worker.app.amqp.queues.consume_from
         if not dispatches or connection.vendor != "postgresql":
             return
+        if settings.EMAIL_URL and is_direct_delivery(settings.EMAIL_URL):
+            public_suffixes_load()
         batch_size = settings.MAILSERVICE_DISPATCH_BATCH_SIZE
         self.loop = DispatchLoop(
             threads=worker.concurrency, dispatch=dispatch_woken, batch_size=batch_size, listen_to=listening_database()

@@ -63,6 +63,12 @@ def _suffixes() -> PublicSuffixList:
     return PublicSuffixList()  # the list the package bundles; loaded once per process (~60 ms)
 
 
+def public_suffixes_load() -> None:
+    """Load the public suffix list now: a direct-delivery worker does it at start, not in its first batch,
+    where it held the GIL for up to 0.6 s of each process's first seconds on a busy machine (py-spy)."""
+    _suffixes()
+
+
 def destination_of(domain: str, hosts: list[str]) -> str:
     """The destination of `domain` (an A-label) routed to `hosts`: its MX hosts' registrable domains."""
     if hosts == [domain]:
