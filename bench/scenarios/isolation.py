@@ -285,37 +285,35 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         "run (their work is the internet's, not the product's, but it shares the cores here).",
     ]
     if to_relay < 0.8:
-        section.notes.append(_direct_goal_note(relay, clean))
+        section.notes.append(_direct_goal_note(relay, clean, threads=args.workers * args.threads))
     if args.profile_seconds > 0:
         section.details.append(excerpt(profile, what="the Celery workers in direct mode (no tarpits)"))
     return [section]
 
 
-def _direct_goal_note(relay: Run, direct: Run) -> str:
+def _direct_goal_note(relay: Run, direct: Run, *, threads: int) -> str:
     """What direct / relay >= 0.8 would take, from the two runs' CPU per message, part by part."""
     wanted = 0.8 * relay.rate
     relay_ms, direct_ms = relay.cpu.per_unit_ms(relay.sent), direct.cpu.per_unit_ms(direct.sent)
-    capacity = direct.cpu.cpu_per_second()
+    growth = {part: ms - relay_ms.get(part, 0.0) for part, ms in direct_ms.items()}
     cores = os.cpu_count() or 1
     allowed = cores * 1000 / wanted  # every core busy
     spent = sum(direct_ms.values())
-    grew = ", ".join(
-        f"{part} {direct_ms.get(part, 0.0):.2f} ms ({direct_ms.get(part, 0.0) - relay_ms.get(part, 0.0):+.2f})"
-        for part in direct_ms  # "everything else" comes last
-    )
+    by_part = ", ".join(f"{part} {ms:.2f} ms ({growth[part]:+.2f})" for part, ms in direct_ms.items())
     head = (
         f"What the goal (0.8 of relay mode) would take: {wanted:,.0f} messages/s; with all {cores} cores busy that "
         f"allows {allowed:.2f} ms of CPU per message, and the direct run spent {spent:.2f} ms "
-        f"(relay mode {sum(relay_ms.values()):.2f} ms). By part, against relay mode: {grew}."
+        f"(relay mode {sum(relay_ms.values()):.2f} ms). By part, against relay mode: {by_part}."
     )
     if spent > allowed:
+        most = max(growth, key=lambda part: growth[part])
         return (
-            f"{head} The work itself is over the budget: it would have to shrink by {1 - allowed / spent:.0%}, "
-            "most in the workers, where it grew over relay mode; the profile below says where their Python CPU goes."
+            f"{head} The work itself is over the budget: it would have to shrink by {1 - allowed / spent:.0%}; "
+            f"it grew most in {most} (+{growth[most]:.2f} ms a message)."
         )
     return (
-        f"{head} The work fits the budget, yet the cores were {capacity / cores:.0%} busy: the rate was held back "
-        "by waiting (DNS answers and a session per destination host, with 10 dispatch threads in all), not by work."
+        f"{head} The work fits the budget, yet the cores were {direct.cpu.busy():.0%} busy: the rate was held back "
+        f"by waiting (DNS answers, a session per destination host, {threads} dispatch threads in all), not by work."
     )
 
 
