@@ -16,9 +16,13 @@ def _isolated_cache():
     """Rate-limit counters and other cache state never leak between tests."""
     from django.core.cache import cache
 
+    from messaging.outbound.shaping import noted_recently
+
     cache.clear()
+    noted_recently.clear()
     yield
     cache.clear()
+    noted_recently.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -289,7 +289,7 @@ class MxConnection:
             destination, hosts = self._route(domain)
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
-        if destination not in self.gate.noted:  # the policy is read from the cache once per batch and destination
+        if self.gate.note_due(destination, hosts):
             policy = mx_tls.destination_tls_policy(domain=a_label(domain))
             self.gate.note(destination, hosts, tls_policy=f"{policy} ({domain})")
         if (refusal := self.gate.admit(destination, follows=envelope.follows)) is not None:
@@ -522,7 +522,7 @@ def _not_sent(refusal: NotSent) -> SendResult:
 
 # Routing answers (MX, A/AAAA, the MTA-STS TXT) kept for their TTL across batches, as an MTA's resolver
 # keeps them: without, every batch asked again for each of its domains (3 queries a destination).
-# DANE's lookups never use it (mx_tls asks afresh, for the AD bit of each answer).
+# DANE's lookups have a cache of their own (mx_tls), which keeps each answer's AD bit.
 ANSWER_CACHE_SIZE = 10_000
 
 

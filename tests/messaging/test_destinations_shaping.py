@@ -12,10 +12,12 @@ from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 
 import pytest
+from django.conf import settings as django_settings
+from django.core.cache import cache
 from django.utils import timezone
 
 from messaging.models import EventType, Message, Status
-from messaging.outbound import relay_limits
+from messaging.outbound import relay_limits, shaping
 from messaging.outbound.dispatch import FREE_THROTTLES, dispatch_batch
 from messaging.outbound.mx import MxTransport
 from messaging.outbound.mx_sessions import idle_sessions
@@ -188,6 +190,30 @@ def test_two_domains_of_one_provider_share_its_connection_cap_counted_by_the_rec
     assert set(listed["mx_hosts"]) <= {"mx1.provider.test", "mx2.provider.test"}
     idle_sessions.close_all()
     assert destination_list()[0]["connections_open"] in (0, None)
+
+
+@pytest.mark.skipif(not django_settings.REDIS_URL, reason="the details are written to Redis")
+def test_a_process_records_a_destinations_details_again_only_after_a_while_or_when_its_hosts_change(
+    receivers, zone, monkeypatch
+):
+    mx(zone, "calm.test", "mx1.calm.test", "127.0.0.2")
+    receivers("127.0.0.2")
+    receivers("127.0.0.3")
+
+    def recorded_after_a_send() -> list[str]:
+        cache.clear()  # what the last batch recorded
+        due("a@calm.test")
+        dispatch_batch()
+        return sorted(destination_status("calm.test")["mx_hosts"])
+
+    assert recorded_after_a_send() == ["mx1.calm.test"]
+    assert recorded_after_a_send() == []  # within NOTE_SECONDS: not again
+
+    mx(zone, "calm.test", "mx2.calm.test", "127.0.0.3")
+    assert recorded_after_a_send() == ["mx1.calm.test", "mx2.calm.test"]
+
+    monkeypatch.setattr(shaping, "NOTE_SECONDS", 0.0)
+    assert recorded_after_a_send() == ["mx1.calm.test", "mx2.calm.test"]
 
 
 # --- slow-down answers in direct delivery --------------------------------------------------------------

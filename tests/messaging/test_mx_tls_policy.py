@@ -18,6 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from dnslib import TLSA
 
 from messaging.models import Status, TlsSessionCount
 from messaging.outbound import mx_tls
@@ -366,6 +367,20 @@ def test_a_matching_tlsa_record_delivers_even_against_an_mta_sts_policy(
     assert [received.tls for received in receiver.received] == [True]
     assert [(o["policy_type"], o["result_type"]) for o in outcomes] == [("tlsa", "")]
     assert destination_tls_policy(domain="signed.test") == "DANE"
+
+
+@pytest.mark.parametrize(("ttl", "second_delivered"), [(300, True), (0, False)])
+def test_dane_answers_are_kept_for_their_ttl_across_batches(zone, receivers, authority, mx_port, ttl, second_delivered):
+    zone.ttl = ttl
+    context, leaf = authority.issue("mx.signed.test")
+    mx(zone, "signed.test", (10, "mx.signed.test", "127.0.0.2"))
+    receivers("127.0.0.2", tls_context=context)
+    _publish_dane(zone, "mx.signed.test", "127.0.0.2", mx_port, (3, 1, 1, _spki_sha256(leaf)))
+    assert send("bob@signed.test").delivered
+
+    zone.records[(f"_{mx_port}._tcp.mx.signed.test", "TLSA")] = [TLSA(3, 1, 1, b"\x00" * 32)]  # matches nothing
+
+    assert send("carol@signed.test").delivered is second_delivered
 
 
 @pytest.mark.parametrize(
