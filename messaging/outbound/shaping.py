@@ -131,11 +131,11 @@ class _NotedRecently:
     def due(self, destination: str, hosts: list[str]) -> bool:
         with self._lock:
             noted = self._noted.get(destination)
-        return noted is None or noted[1] != tuple(hosts) or time.monotonic() - noted[0] >= NOTE_SECONDS
+        return noted is None or noted[1] != tuple(sorted(hosts)) or time.monotonic() - noted[0] >= NOTE_SECONDS
 
     def stamp(self, destination: str, hosts: list[str]) -> None:
-        with self._lock:
-            self._noted[destination] = (time.monotonic(), tuple(hosts))
+        with self._lock:  # sorted: hosts of equal preference come in a new order each batch
+            self._noted[destination] = (time.monotonic(), tuple(sorted(hosts)))
 
     def clear(self) -> None:
         """Forget every stamp (the tests clear Redis between tests)."""
