@@ -364,20 +364,40 @@ class MxConnection:
         destination, hosts = self._route(domain)
         search = _Search(deadline=time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout)
         sts = self._sts_policy(domain)
+        prepared: dict[str, tuple[list[str], mx_tls.HostPolicy] | mx_tls.TlsRefused | _HostSkipped] = {}
+
+        def prepare(host: str) -> tuple[list[str], mx_tls.HostPolicy] | mx_tls.TlsRefused | _HostSkipped:
+            """The host's addresses and policy, looked up (and any refusal recorded) once per session search."""
+            if host not in prepared:
+                try:
+                    prepared[host] = (self._addresses_from(host, source), self._host_policy(domain, host, sts))
+                except (mx_tls.TlsRefused, _HostSkipped) as exc:
+                    prepared[host] = exc
+            return prepared[host]
+
+        # First a session kept open to any of the domain's hosts, as Postfix's connection cache reuses one
+        # per destination: hosts of equal preference come in a new order each batch, and a session opened
+        # to the one listed first, beside a kept one to another, took a second connection slot (at the
+        # destination's cap, by closing the kept one).
+        for host in hosts:
+            if self._holds(host, source) and isinstance(found := prepare(host), tuple):
+                addresses, policy = found
+                for address in addresses:
+                    if (kept := self._kept((source, address, self.port), host, policy)) is not None:
+                        return kept
         for host in hosts:
             if search.out_of_time():
                 search.errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
-            try:
-                addresses = self._addresses_from(host, source)
-                policy = self._host_policy(domain, host, sts)
-            except mx_tls.TlsRefused as exc:
-                search.refused_by_policy = str(exc)
+            found = prepare(host)
+            if isinstance(found, mx_tls.TlsRefused):
+                search.refused_by_policy = str(found)
                 continue
-            except _HostSkipped as exc:
-                search.errors.append(str(exc))
-                search.transient = search.transient or exc.transient
+            if isinstance(found, _HostSkipped):
+                search.errors.append(str(found))
+                search.transient = search.transient or found.transient
                 continue
+            addresses, policy = found
             for address in addresses:
                 if (kept := self._kept((source, address, self.port), host, policy)) is not None:
                     return kept
@@ -387,6 +407,11 @@ class MxConnection:
                 if session is not None:
                     return session
         raise search.undeliverable(domain)
+
+    def _holds(self, host: str, source: Source | None) -> bool:
+        """Whether this batch or the process keeps a session to `host` from `source` (usable or not)."""
+        mine = any(session.host == host and session.source == source for session in self._sessions.values())
+        return mine or idle_sessions.holds(host, source)
 
     def _kept(self, key: SessionKey, host: str, policy: mx_tls.HostPolicy) -> MxSession | None:
         """A session already open to the address that may carry this transaction, this batch's or else one

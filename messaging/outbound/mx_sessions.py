@@ -4,7 +4,8 @@ A batch (messaging/outbound/mx.py) opens a session per MX address it needs and r
 for the batch's other transactions to that address. When the batch ends, each session that may carry
 another transaction goes to the process's IdleSessions instead of being closed, for the next batch of
 any of the process's threads: a batch of 50 messages to 50 domains otherwise paid for 50 connections,
-banners, EHLOs and STARTTLS handshakes (docs/benchmarks.md, isolation).
+banners, EHLOs and STARTTLS handshakes (docs/benchmarks.md, isolation). A batch looks for a kept
+session to any of the domain's MX hosts before it opens one (mx.py `_session`).
 
 What makes a session reusable for a transaction (its key, and `MxSession.meets`):
 - the MX address and port, and the source address and EHLO name it was opened from;
@@ -137,6 +138,11 @@ class IdleSessions:
                 if kept[index].idle_since > deadline and fits(kept[index]):
                     return self._remove(key, index)
         return None
+
+    def holds(self, host: str, source: Source | None) -> bool:
+        """Whether an idle session to `host` from `source` is kept (expired or not, fitting or not)."""
+        with self._changed:
+            return any(s.host == host and s.source == source for kept in self._idle.values() for s in kept)
 
     def take_for(self, destination: str) -> MxSession | None:
         """The least recently used idle session to `destination`, out of the pool: the caller closes it

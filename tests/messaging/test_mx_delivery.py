@@ -78,7 +78,8 @@ def test_hosts_are_tried_in_preference_order_and_a_failing_one_passes_to_the_nex
     assert (third.connections, third.received) == (0, [])
 
 
-def test_hosts_of_equal_preference_share_the_load(zone, receivers):
+def test_hosts_of_equal_preference_share_the_new_sessions(zone, receivers, settings):
+    settings.MAILSERVICE_MX_SESSION_IDLE_SECONDS = 0  # no session kept: each batch opens one
     mx(zone, "example.test", (10, "a.example.test", "127.0.0.2"), (10, "b.example.test", "127.0.0.3"))
     first, second = receivers("127.0.0.2"), receivers("127.0.0.3")
 
@@ -87,6 +88,18 @@ def test_hosts_of_equal_preference_share_the_load(zone, receivers):
 
     assert len(first.received) + len(second.received) == 30
     assert first.received and second.received
+
+
+def test_a_session_kept_to_any_host_of_the_domain_carries_the_next_batches(zone, receivers):
+    mx(zone, "example.test", (10, "a.example.test", "127.0.0.2"), (10, "b.example.test", "127.0.0.3"))
+    mx(zone, "example.test", (20, "backup.example.test", "127.0.0.4"))
+    first, second, backup = receivers("127.0.0.2"), receivers("127.0.0.3"), receivers("127.0.0.4")
+
+    for _ in range(10):  # whichever of a and b each batch lists first
+        assert send("bob@example.test").delivered
+
+    assert first.connections + second.connections == 1
+    assert len(first.received) + len(second.received) == 10 and backup.connections == 0
 
 
 def test_a_domain_without_mx_is_its_own_mail_host(zone, receivers):
