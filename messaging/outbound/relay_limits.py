@@ -38,6 +38,7 @@ import redis
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from mailservice.redis_pool import process_client
 from messaging.outbound.provider_rules import is_throttle
 from messaging.outbound.transports import Reply
 
@@ -228,23 +229,13 @@ def local_destinations() -> list[str]:
         return sorted(_destinations)
 
 
-REDIS_CONNECTIONS = 100  # per process: redis-py's default pool size
-
-
 @cache
 def shared_redis() -> redis.Redis:
     """The fleet's Redis; called only when REDIS_URL is set (without it the limits are in-process).
-    A thread finding all of the process's REDIS_CONNECTIONS in use waits for one (up to 2 s): direct
-    delivery's lanes (up to 50 threads a batch, 5 batches a process) raised redis-py's "Too many
-    connections" at its default pool of 100, and a lane that raises leaves its message to its lease."""
-    pool = redis.BlockingConnectionPool.from_url(
-        settings.REDIS_URL or "",
-        max_connections=REDIS_CONNECTIONS,
-        timeout=2,
-        socket_timeout=2,
-        socket_connect_timeout=2,
-    )
-    return redis.Redis(connection_pool=pool)
+    The process's blocking pool (mailservice/redis_pool.py): direct delivery's lanes (up to 50 threads a
+    batch, 5 batches a process) raised redis-py's "Too many connections" at its default pool of 100, and a
+    lane that raises leaves its message to its lease. A command answers within 2 s or fails."""
+    return process_client(settings.REDIS_URL or "", socket_timeout=2, socket_connect_timeout=2)
 
 
 def as_text(value: bytes | str) -> str:
