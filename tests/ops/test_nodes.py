@@ -3,7 +3,7 @@ match: app1 cut off for about 7 s) in a process of its own.
 
 It builds its own network namespaces, PostgreSQL cluster and Redis on the database node, so it needs no
 database from pytest-django; it runs as a separate process because it configures Django for that cluster
-and moves its own threads into a namespace. It needs root and iproute2 (CI has both: there it must run).
+and moves its own threads into a namespace. It needs root, iproute2 and iptables (CI has them: there it must run).
 """
 
 import os
@@ -14,14 +14,15 @@ import pytest
 
 from tests.harness import ChildProcess
 
-pytestmark = [pytest.mark.live, pytest.mark.namespaces]
+pytestmark = [pytest.mark.live, pytest.mark.namespaces, pytest.mark.slow]
 
 
 @pytest.fixture
 def namespaces_allowed() -> None:
-    missing = "not root" if os.geteuid() != 0 else "iproute2's ip is missing" if not shutil.which("ip") else ""
+    tools = [tool for tool in ("ip", "iptables") if not shutil.which(tool)]
+    missing = "not root" if os.geteuid() != 0 else f"missing: {', '.join(tools)}" if tools else ""
     if missing:
-        message = f"network namespaces need root and iproute2: {missing}"
+        message = f"network namespaces need root, iproute2 and iptables ({missing}; make system-packages)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
