@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from aiosmtpd.controller import Controller
 
-from tests.harness.process import free_port
+from tests.harness.process import free_port, wait_until
 
 
 @dataclass
@@ -48,7 +48,15 @@ class _CountingController(Controller):
 
     def factory(self):  # one call per accepted connection
         self.sink.connections += 1
-        return super().factory()
+        server = super().factory()
+        connection_lost = server.connection_lost
+
+        def counted(error: Exception | None) -> None:
+            self.sink.disconnections += 1
+            connection_lost(error)
+
+        server.connection_lost = counted
+        return server
 
 
 class SmtpSink:
@@ -69,6 +77,7 @@ class SmtpSink:
         self.received: list[Received] = []
         self.in_data = 0  # DATA transactions that have started (held or not)
         self.connections = 0  # connections accepted since smtp_sink() started it
+        self.disconnections = 0  # of those, the ones that have ended (either side closed)
         self.host = host
         self.port = port or free_port()
         self.controller = _CountingController(
@@ -137,7 +146,8 @@ def smtp_sink(
     unannounced (aiosmtpd's timeout), as a receiver drops a client's idle session."""
     sink = SmtpSink(host=host, port=port, tls_context=tls_context, idle_timeout=idle_timeout)
     sink.controller.start()
-    sink.connections = 0  # not the controller's start-up probe
+    wait_until(lambda: sink.disconnections == 1, timeout=10, message="the start-up probe's connection to end")
+    sink.connections = sink.disconnections = 0  # not the controller's start-up probe
     try:
         yield sink
     finally:

@@ -14,6 +14,7 @@ from messaging.outbound.mx_sessions import idle_sessions
 from messaging.outbound.shaping import destination_status
 from messaging.outbound.transports import close_transports
 from tests.factories import MessageFactory
+from tests.harness import wait_until
 from tests.messaging.test_mx_delivery import dispatched, mx
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,8 @@ def test_a_session_the_receiver_dropped_while_idle_costs_a_reconnect_not_a_failu
     receiver = receivers("127.0.0.2", idle_timeout=0.3)
     assert dispatched("a@example.test").status == Status.DELIVERED
 
-    time.sleep(0.6)  # the receiver closes the idle session; this side's pool still holds it
+    # The receiver closes the idle session; this side's pool still holds it.
+    wait_until(lambda: receiver.disconnections == 1, timeout=10, message="the receiver to drop the idle session")
     assert len(idle_sessions) == 1
     message = dispatched("b@example.test")
 
