@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint install worker webhooks-worker beat inbound submission migrate browser-test soak soak-direct nodes manage start
+.PHONY: run test test-quick system-packages lint install worker webhooks-worker beat inbound submission migrate browser-test soak soak-direct nodes manage start
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,11 +73,27 @@ lint: install $(JS_TOOLS)
 	$(BIN)/python -m tests.docs_check
 
 # The whole suite needs a real PostgreSQL and Redis (Celery workers, the soak, the benchmark smoke
-# run): the local servers unless DATABASE_URL / REDIS_URL say otherwise.
+# run): the local servers unless DATABASE_URL / REDIS_URL say otherwise. pytest-xdist runs it in
+# TEST_WORKERS processes, a test file each at a time, each worker on a test database and a Redis database of
+# its own (tests/settings.py, tests/harness/template_db.py; docs/development.md has the figures).
+TEST_WORKERS ?= 4
+PYTEST_PARALLEL = $(BIN)/pytest --numprocesses $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 test: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/mailservice
 test: export REDIS_URL ?= redis://127.0.0.1:6379/0
-test: install lint
-	$(BIN)/pytest
+test: install system-packages lint
+	$(PYTEST_PARALLEL)
+
+# The edit-test loop: every test that starts no process of its own (no server, command or browser;
+# tests/harness/plugin.py fails one that does unmarked), against PostgreSQL and Redis only. No lint.
+test-quick: export DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/mailservice
+test-quick: export REDIS_URL ?= redis://127.0.0.1:6379/0
+test-quick: install
+	$(PYTEST_PARALLEL) -m "not live and not browser and not soak and not namespaces"
+
+# The Debian programs the suite starts (deploy/system-packages.txt): installed when missing, as root;
+# otherwise one line names the command that would.
+system-packages:
+	@sh deploy/install-system-packages
 
 # The MX for verified domains and the return-path domain (bounces, complaints).
 inbound: install

@@ -1,4 +1,8 @@
+import importlib
+
 import pytest
+from django.apps import apps
+from django.db.models.signals import post_migrate
 from rest_framework.test import APIClient
 
 from apikeys.models import ApiKey, Permission
@@ -8,7 +12,34 @@ from tests.factories import ApiKeyFactory, DomainFactory
 
 # The live-process harness: its fixtures (live_web, live_inbound, live_sink) and, for a failed
 # test, the logs of the child processes it ran.
-pytest_plugins = ["tests.harness.plugin"]
+pytest_plugins = ["tests.harness.plugin", "tests.harness.template_db", "tests.harness.timings"]
+
+
+def _restore_support_group(sender, using: str = "default", **kwargs) -> None:
+    """A transactional test ends by emptying every table (Django's flush), which also removes the console's
+    "support" group its data migration made; flush then sends post_migrate, and this makes it again. Serial
+    runs put transactional tests last, but a pytest-xdist worker runs a later file's tests after them."""
+    if sender.name == "django.contrib.auth":  # mailservice has no models, so flush sends it no post_migrate
+        importlib.import_module("mailservice.migrations.0001_support_group").create_support_group(apps, None)
+
+
+post_migrate.connect(_restore_support_group, dispatch_uid="tests.restore_support_group")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `make test` (pytest-xdist's loadgroup), a file's tests run on one worker, so its module-scoped
+    servers start once; a test that names an xdist_group of its own runs apart from its file."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The slow tests first, after every reordering of collection (pytest-django's puts tests without a
+    database last) and before pytest-xdist hands out the work in this order: none is left to the end."""
+    session.items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)

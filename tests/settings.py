@@ -7,6 +7,19 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use
 # A fixed Fernet key (child processes inherit it): DKIM private keys are stored encrypted.
 os.environ.setdefault("MAILSERVICE_ENCRYPTION_KEYS", "dGVzdC1vbmx5LWZlcm5ldC1rZXktMzItYnl0ZXMhISE=")
 
+# pytest-xdist: each worker ("gw0", "gw1", …) works on databases of its own. pytest-django names its test
+# database after it; its Redis database is the next index after REDIS_URL's, one per worker, so a worker's
+# cache.clear() or broker never touches another's. Child processes of live tests inherit both.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if WORKER and os.environ.get("REDIS_URL") and "MAILSERVICE_TEST_REDIS_BASE" not in os.environ:
+    from urllib.parse import urlsplit
+
+    _redis = urlsplit(os.environ["REDIS_URL"])
+    os.environ["MAILSERVICE_TEST_REDIS_BASE"] = os.environ["REDIS_URL"]
+    _index = int(_redis.path.lstrip("/") or 0) + 1 + int(WORKER.removeprefix("gw"))
+    os.environ["REDIS_URL"] = _redis._replace(path=f"/{_index}").geturl()
+    os.environ.pop("CELERY_BROKER_URL", None)  # the broker follows REDIS_URL
+
 from config.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -14,12 +27,16 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Live tests start child processes on the test database, so a SQLite one must be a file.
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
+# Under `make test`, the workers' PostgreSQL test databases are copies of one migrated once for the run
+# (tests/harness/template_db.py), not each migrated again.
+elif os.environ.get("MAILSERVICE_TEST_TEMPLATE_DB"):
+    DATABASES["default"]["TEST"] = {"TEMPLATE": os.environ["MAILSERVICE_TEST_TEMPLATE_DB"]}  # noqa: F405
 
 # The test process itself dispatches in-process to a file outbox of its own; the live tests'
 # child processes get a real broker and relay through their environment.
 CELERY_TASK_ALWAYS_EAGER = True
 EMAIL_URL = None
-MAILSERVICE_OUTBOX_DIR = VAR_DIR / "test-outbox"  # noqa: F405
+MAILSERVICE_OUTBOX_DIR = VAR_DIR / f"test-outbox{'-' + WORKER if WORKER else ''}"  # noqa: F405
 # The test process keeps no API keys between requests: its tests roll back instead of committing, so
 # a change would never set a new version (apikeys/cache.py). The live tests' web processes do cache.
 MAILSERVICE_API_KEY_CACHE_SECONDS = 0.0

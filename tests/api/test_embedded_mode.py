@@ -10,7 +10,7 @@ import pytest
 from tests.harness import ROOT, answers_http, child_env, child_server, wait_until, web_server
 from tests.webhooks.receiver import webhook_receiver
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 
 def _embedded(var_dir) -> dict[str, str]:

@@ -6,11 +6,14 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from bench.budget import CpuBudget, goal_note, pids_of
 
 BUSY_THEN_IDLE = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\ntime.sleep(60)"
 
 
+@pytest.mark.live
 def test_a_busy_process_is_charged_its_cpu_and_the_machine_at_least_as_much():
     child = subprocess.Popen([sys.executable, "-c", BUSY_THEN_IDLE])
     budget = CpuBudget({"busy child": pids_of(child.pid)})

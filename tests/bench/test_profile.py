@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from bench.profile import Profile, excerpt, parse, profiling
 from tests.harness import ROOT
 
@@ -10,6 +12,7 @@ from tests.harness import ROOT
 BUSY = "from mailservice.ids import random_token\nwhile True:\n    random_token(64)"
 
 
+@pytest.mark.live
 def test_the_excerpt_names_the_busy_project_function_and_its_components(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", BUSY], cwd=ROOT)
     profile = Profile()
@@ -39,6 +42,7 @@ def test_a_profile_that_could_not_be_taken_says_why():
     )
 
 
+@pytest.mark.live
 def test_a_process_py_spy_cannot_read_leaves_a_one_line_reason(tmp_path):
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # its pid now names no process

@@ -5,6 +5,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from bench.load import WRK_ERROR_STATUS, make_target, run_wrk
 
 
@@ -39,6 +41,7 @@ def http_server(status: int) -> Iterator[tuple[str, list[dict]]]:
         server.server_close()
 
 
+@pytest.mark.live
 def test_wrk_sends_the_targets_request_on_a_connection_of_its_own_and_counts_the_answers():
     body = '{"to": "ü@example.org", "text": "\\"]]==]\\n"}'.encode()
     with http_server(200) as (url, received):
@@ -58,6 +61,7 @@ def test_wrk_sends_the_targets_request_on_a_connection_of_its_own_and_counts_the
     assert result.client_cpu_seconds > 0 and result.client_cpu_ms > 0
 
 
+@pytest.mark.live
 def test_wrk_counts_error_statuses_as_failed_requests():
     with http_server(503) as (url, _):
         result = run_wrk(

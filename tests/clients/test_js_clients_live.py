@@ -36,6 +36,7 @@ def count(summary: str, output: str) -> int:
     return int(re.search(rf"^# {summary} (\d+)$", output, re.MULTILINE).group(1))
 
 
+@pytest.mark.live
 def test_the_js_unit_and_vector_tests_pass():
     output = run_node(*sorted(str(path) for path in JS.glob("test/*.test.mjs")))
     assert count("pass", output) > 100

@@ -162,6 +162,7 @@ def test_check_domain_command_rejects_an_unknown_domain(zone):
         call_command("check_domain", "nope.example.com")
 
 
+@pytest.mark.live
 def test_check_domain_from_the_shell_exits_non_zero_with_one_line_on_bad_input():
     result = subprocess.run(
         [str(BIN / "python"), "manage.py", "check_domain", "nope.example.com"],

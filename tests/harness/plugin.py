@@ -1,5 +1,10 @@
-"""The harness as pytest fixtures, and the logs of the children of a failed test in its report."""
+"""The harness as pytest fixtures, and the logs of the children of a failed test in its report.
 
+It also keeps `make test-quick` honest: a test that starts a process (a server, a command, a browser) fails
+unless it carries one of OWN_PROCESS_MARKS, the marks test-quick leaves out.
+"""
+
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -32,10 +37,33 @@ def live_sink() -> Iterator[SmtpSink]:
         yield sink
 
 
+# The marks of tests that start processes of their own (pyproject.toml's markers); `make test-quick` runs
+# every test without one of them.
+OWN_PROCESS_MARKS = frozenset({"live", "browser", "soak", "namespaces"})
+_running: list[pytest.Item] = []  # the test whose set-up, call or teardown runs now
+
+
+def _refuse_unmarked_processes(event: str, args: tuple[Any, ...]) -> None:
+    if event not in ("subprocess.Popen", "os.posix_spawn", "os.fork") or not _running:
+        return
+    item = _running[0]
+    if OWN_PROCESS_MARKS.isdisjoint(mark.name for mark in item.iter_markers()):
+        started = args[1] if event == "subprocess.Popen" else event
+        raise RuntimeError(
+            f"{item.nodeid} starts a process ({started!r}) but has none of the marks "
+            f"{sorted(OWN_PROCESS_MARKS)}: mark it, so that make test-quick leaves it out"
+        )
+
+
+sys.addaudithook(_refuse_unmarked_processes)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     item.stash[_STARTED] = time.monotonic()
+    _running[:] = [item]
     yield
+    _running.clear()
 
 
 @pytest.hookimpl(hookwrapper=True)

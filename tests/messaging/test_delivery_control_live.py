@@ -18,7 +18,7 @@ from messaging.outbound.relay_limits import relay_rate_status
 from tests.factories import DomainFactory
 from tests.harness import FAST_DISPATCH, SmtpSink, celery_worker, smtp_sink, wait_until
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 THREADS = 4
 

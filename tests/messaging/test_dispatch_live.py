@@ -31,7 +31,7 @@ from tests.harness import (
     web_server,
 )
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @dataclass

@@ -62,6 +62,7 @@ def test_bad_input_is_a_one_line_error(domain, args, error):
     assert not Suppression.objects.exists()
 
 
+@pytest.mark.live
 @pytest.mark.django_db(transaction=True)
 def test_bad_input_exits_non_zero_without_a_traceback(domain):
     result = subprocess.run(

@@ -1,5 +1,6 @@
-"""`make start` (config/start.py): the Procfile's processes on port 8000, as `make run` serves; one that
-cannot start is named, and the others keep running until Ctrl-C stops them all."""
+"""`make start` (config/start.py): the Procfile's processes (on 8000, 2525 and 2587 unless PORT, INBOUND_PORT
+and SUBMISSION_PORT say otherwise: here free ports, so a running `make run` is no obstacle); one that cannot
+start is named, and the others keep running until Ctrl-C stops them all."""
 
 import os
 import signal
@@ -11,17 +12,16 @@ import httpx
 import pytest
 
 from tests.harness.env import child_env
-from tests.harness.process import ROOT
+from tests.harness.process import ROOT, free_port
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
-WEB = "http://127.0.0.1:8000/healthz"
-INBOUND_PORT = 2525  # the Procfile's inbound line
+PORT, INBOUND_PORT, SUBMISSION_PORT = free_port(), free_port(), free_port()
 
 
 def _answers() -> bool:
     try:
-        return httpx.get(WEB, timeout=1).status_code == 200
+        return httpx.get(f"http://127.0.0.1:{PORT}/healthz", timeout=1).status_code == 200
     except httpx.TransportError:
         return False
 
@@ -36,11 +36,13 @@ def _read_until(stream, needle: str, deadline: float) -> str:
     return seen
 
 
-def test_serves_on_8000_names_the_process_that_failed_and_keeps_the_others():
-    if _answers():
-        pytest.fail("something already serves 127.0.0.1:8000; make start needs that port")
-    env = child_env(REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    env.pop("PORT", None)
+def test_serves_names_the_process_that_failed_and_keeps_the_others():
+    env = child_env(
+        REDIS_URL=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+        PORT=str(PORT),
+        INBOUND_PORT=str(INBOUND_PORT),
+        SUBMISSION_PORT=str(SUBMISSION_PORT),
+    )
     with socket.socket() as taken:  # the inbound server's port is in use: it exits at start-up
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         taken.bind(("127.0.0.1", INBOUND_PORT))
@@ -59,7 +61,7 @@ def test_serves_on_8000_names_the_process_that_failed_and_keeps_the_others():
             deadline = time.monotonic() + 60
             while not _answers() and time.monotonic() < deadline:
                 time.sleep(0.3)
-            assert _answers(), "the web process is not serving on 8000 after inbound failed"
+            assert _answers(), f"the web process is not serving on {PORT} after inbound failed"
             time.sleep(2)
             assert _answers() and make.poll() is None, "the others were stopped with the failed one"
         finally:

@@ -8,6 +8,8 @@ import pytest
 from tests.harness.env import child_env
 from tests.harness.process import BIN, ROOT, free_port
 
+pytestmark = pytest.mark.live  # each test runs a command or a server
+
 BAD_EMAIL_URL = "smtp://relay.example?verfy=1"
 WHAT = "ImproperlyConfigured: EMAIL_URL: unknown option(s) verfy"
 

@@ -24,7 +24,7 @@ from messaging.models import Message, Status
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.harness import FAST_DISPATCH, CeleryWorker, SmtpSink, celery_worker, smtp_sink, wait_until, web_server
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 DOMAIN = "scale.example.com"
 

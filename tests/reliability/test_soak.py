@@ -11,7 +11,7 @@ import pytest
 
 from tests.harness import ChildProcess
 
-pytestmark = [pytest.mark.live, pytest.mark.soak]
+pytestmark = [pytest.mark.live, pytest.mark.soak, pytest.mark.slow]
 
 
 def test_nothing_is_lost_or_duplicated_while_workers_redis_postgres_the_relay_and_web_break(tmp_path):

@@ -1,7 +1,11 @@
 import subprocess
 import sys
 
+import pytest
+
 from tests.harness import ROOT, child_env
+
+pytestmark = pytest.mark.live  # each test runs manage.py
 
 # The production environment docs/configuration.md documents (behind a TLS-terminating proxy).
 PRODUCTION_ENV = {

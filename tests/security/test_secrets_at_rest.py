@@ -32,6 +32,7 @@ def pg_dump() -> str:
     return subprocess.run(command, env=env, capture_output=True, text=True, check=True, timeout=120).stdout
 
 
+@pytest.mark.live
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_dump needs PostgreSQL")
 @pytest.mark.django_db(transaction=True)
 def test_a_database_dump_holds_no_private_key_and_dispatch_still_signs(settings, tmp_path):
@@ -144,6 +145,7 @@ def _manage(*args: str, **env: str | None) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.live
 @pytest.mark.django_db
 def test_a_malformed_key_stops_start_up_without_echoing_it():
     good = Fernet.generate_key().decode()
@@ -155,6 +157,7 @@ def test_a_malformed_key_stops_start_up_without_echoing_it():
     assert "not-a-fernet-key" not in result.stderr and good not in result.stderr
 
 
+@pytest.mark.live
 @pytest.mark.django_db
 def test_development_keeps_a_generated_key_under_var(tmp_path):
     result = _manage(
@@ -172,6 +175,7 @@ def test_development_keeps_a_generated_key_under_var(tmp_path):
     assert Fernet(key_file.read_text().strip()) and oct(key_file.stat().st_mode & 0o777) == "0o600"
 
 
+@pytest.mark.live
 def test_a_worker_refuses_to_start_without_keys():
     env = child_env(CELERY_TASK_DEFAULT_QUEUE="never-used")
     del env["MAILSERVICE_ENCRYPTION_KEYS"]

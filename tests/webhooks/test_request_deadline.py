@@ -101,6 +101,7 @@ def test_a_request_to_a_trickling_receiver_ends_and_closes_at_the_deadline():
     assert slow.connections[0].closed_by_client and slow.connections[0].closed - started < TIMEOUT + 0.2
 
 
+@pytest.mark.live
 @pytest.mark.parametrize(("timeout", "lease"), [("60", "60"), ("90", "60"), ("0", "60")])
 def test_a_timeout_not_below_the_lease_stops_start_up(timeout, lease):
     env = child_env(MAILSERVICE_WEBHOOK_TIMEOUT=timeout, MAILSERVICE_WEBHOOK_LEASE_SECONDS=lease)

@@ -33,7 +33,7 @@ from tests.webhooks.receiver import Receiver, webhook_receiver
 from webhooks.models import DeliveryStatus, WebhookDelivery
 from webhooks.services import endpoint_create
 
-pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 FAST_WEBHOOKS = {"MAILSERVICE_WEBHOOK_ALLOW_PRIVATE": "true", "MAILSERVICE_WEBHOOK_PUMP_INTERVAL": "0.3"}
 
