@@ -19,7 +19,8 @@ from domains.models import Domain
 from domains.readiness import Check, Readiness, Sending, SourceAddress, Status, readiness_dns_checks, readiness_save
 from mailservice.errors import ApiError
 from messaging.models import CountedEvent, DailyStatusCount
-from messaging.outbound.transports import helo_name, is_direct_delivery
+from messaging.outbound.smtp_client import helo_name
+from messaging.outbound.transports import is_direct_delivery
 
 logger = logging.getLogger(__name__)
 

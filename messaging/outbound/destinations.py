@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from messaging.outbound.envelope import SendResult
 from messaging.outbound.relay_limits import as_text, is_slow_down, shared_redis
-from messaging.outbound.transports import SendResult
 
 logger = logging.getLogger(__name__)
 

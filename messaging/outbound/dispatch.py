@@ -56,23 +56,15 @@ from messaging.models import (
 )
 from messaging.outbound.destinations import BatchHolds
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
+from messaging.outbound.envelope import Connection, Envelope, NotSent, Reply, SendResult, merged_results
 from messaging.outbound.fairness import fair_claim_ids
 from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_address, render_message
 from messaging.outbound.relay_limits import is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.sandbox import sandbox_outcome
-from messaging.outbound.shaping import reply_of
+from messaging.outbound.smtp_client import reply_of
 from messaging.outbound.submitted import submitted_rendering
 from messaging.outbound.tls_reports import deferred_counts, record_deferred
-from messaging.outbound.transports import (
-    Connection,
-    Envelope,
-    NotSent,
-    Reply,
-    SendResult,
-    is_direct_delivery,
-    merged_results,
-    transport,
-)
+from messaging.outbound.transports import is_direct_delivery, transport
 from messaging.reply_causes import NO_CAUSE, Explained, explain
 from messaging.suppressions import active_suppressions
 

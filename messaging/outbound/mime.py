@@ -27,7 +27,7 @@ from email.utils import format_datetime
 
 from mailservice.mailbox import Address, InvalidAddress, canonical_domain, parse_address, split_mailbox
 from messaging.models import Message
-from messaging.outbound.transports import Envelope
+from messaging.outbound.envelope import Envelope
 from messaging.verp import verp_local_part
 
 MAX_LINE = 78  # RFC 5322 2.1.1: lines SHOULD be at most 78 characters, excluding the CRLF

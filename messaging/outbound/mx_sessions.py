@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from messaging.outbound import mx_tls
+from messaging.outbound.envelope import Source
 from messaging.outbound.relay_limits import give_back_slot
-from messaging.outbound.transports import SmtpConnection, Source
+from messaging.outbound.smtp_client import SmtpConnection
 
 # An idle session is closed without waiting longer for its QUIT's reply: nothing depends on the reply,
 # and a slow receiver's (a tarpit's) would hold the reaper and, meanwhile, the other sessions' slots.

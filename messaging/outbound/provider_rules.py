@@ -26,7 +26,7 @@ not a rate; 452 4.2.2 (mailbox full) is about one mailbox: both stay ordinary te
 
 from dataclasses import dataclass
 
-from messaging.outbound.transports import Reply
+from messaging.outbound.envelope import Reply
 
 
 @dataclass(frozen=True)

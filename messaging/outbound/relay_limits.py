@@ -39,8 +39,8 @@ from django.conf import settings
 from redis.exceptions import RedisError
 
 from mailservice.redis_pool import process_client
+from messaging.outbound.envelope import Reply
 from messaging.outbound.provider_rules import is_throttle
-from messaging.outbound.transports import Reply
 
 logger = logging.getLogger(__name__)
 

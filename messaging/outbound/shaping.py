@@ -33,7 +33,7 @@ from django.conf import settings
 from publicsuffixlist import PublicSuffixList
 from redis.exceptions import RedisError
 
-from messaging.outbound.destinations import held_destinations
+from messaging.outbound.envelope import NotSent, SendResult
 from messaging.outbound.provider_rules import is_throttle
 from messaging.outbound.relay_limits import (
     as_text,
@@ -42,12 +42,10 @@ from messaging.outbound.relay_limits import (
     permit,
     rate_key,
     rate_status,
-    relay_rate_status,
     shared_redis,
     slow_down,
     take_slot,
 )
-from messaging.outbound.transports import NotSent, Reply, SendResult, delivery_mode, is_direct_delivery
 
 logger = logging.getLogger(__name__)
 
@@ -259,36 +257,3 @@ def destination_status(destination: str) -> dict:
 def destination_list() -> list[dict]:
     """Every destination used within INDEX_DAYS, by name (`destination_status` each)."""
     return [destination_status(name) for name in _destination_names()]
-
-
-def reply_of(exc: BaseException) -> Reply | None:
-    """The server's reply carried by an smtplib error (a refused greeting: 421 …), if any."""
-    code, text = getattr(exc, "smtp_code", None), getattr(exc, "smtp_error", None)
-    if not isinstance(code, int) or text is None:
-        return None
-    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-    return Reply(code, " ".join(text.split()))
-
-
-@dataclass(frozen=True)
-class DestinationOverview:
-    """The console's Destinations page: where mail goes and the limits it goes within."""
-
-    mode: str  # delivery_mode(), in words
-    direct: bool  # EMAIL_URL=mx://: the destinations below; else the relay is the one destination
-    relay: dict  # relay_rate_status()
-    destinations: list[dict]  # destination_list(): name, MX hosts, rate, connections, last error
-    held: dict[str, dict]  # held_destinations(): the recipient domains held now
-
-
-def destination_overview() -> DestinationOverview:
-    """The selector of the console's Destinations page: every destination used in the last day with
-    its MX hosts, connections in use, rate in force and why, and last error; the held recipient
-    domains; the relay's limits in relay mode."""
-    return DestinationOverview(
-        mode=delivery_mode(),
-        direct=is_direct_delivery(settings.EMAIL_URL or ""),
-        relay=relay_rate_status(),
-        destinations=destination_list(),
-        held=held_destinations(),
-    )

@@ -30,8 +30,9 @@ from redis.exceptions import RedisError
 
 from domains.models import SourceAddress
 from domains.sources import configured_addresses
+from messaging.outbound.envelope import NotSent, Reply, SendResult, Source
 from messaging.outbound.relay_limits import shared_redis
-from messaging.outbound.transports import Source, helo_name
+from messaging.outbound.smtp_client import helo_name
 
 logger = logging.getLogger(__name__)
 
@@ -169,3 +170,17 @@ def counts_today(addresses: Iterable[str]) -> dict[str, int]:
     with _local.lock:
         same_day = _local.day == day
         return {address: _local.counts[key] if same_day else 0 for address, key in zip(wanted, totals, strict=True)}
+
+
+class PoolFull(Exception):
+    """No address of the message's pool may send it now (warm-up caps): nothing is begun."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.result = SendResult(final=Reply(451, f"4.7.0 not sent: {why}"), not_sent=NotSent(why, next_try()))
+
+
+def source_past_cap(pool: list[SourceAddress], destination: str) -> SourceAddress:
+    row = choose_source(pool, destination, past_cap=True)
+    assert row is not None  # past_cap always takes one of a pool that has addresses
+    return row

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from messaging.outbound import relay_limits
+from messaging.outbound.envelope import Reply, SendResult
 from messaging.outbound.shaping import DestinationGate
-from messaging.outbound.transports import Reply, SendResult
 
 pytestmark = pytest.mark.django_db
 

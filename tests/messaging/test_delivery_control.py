@@ -16,6 +16,7 @@ from messaging.models import EventType, Message, Status
 from messaging.outbound import relay_limits
 from messaging.outbound.destinations import BatchHolds, held_destinations
 from messaging.outbound.dispatch import dispatch_batch, dispatch_claim
+from messaging.outbound.envelope import Reply, SendResult
 from messaging.outbound.fairness import _pending_domains
 from messaging.outbound.relay_limits import (
     is_slow_down,
@@ -24,7 +25,6 @@ from messaging.outbound.relay_limits import (
     relay_rate_status,
     relay_slow_down,
 )
-from messaging.outbound.transports import Reply, SendResult
 from tests.factories import DomainFactory, MessageFactory
 from tests.harness import smtp_sink
 
