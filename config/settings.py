@@ -421,7 +421,7 @@ if (MAILSERVICE_WARMUP or 0) < 0 or MAILSERVICE_WARMUP_CEILING < 1:
         "MAILSERVICE_WARMUP must be a positive number of messages, MAILSERVICE_WARMUP_CEILING too"
     )
 # How many of a batch's destinations are sent to at once, each in a lane (thread) of its own, so a
-# slow destination delays only its own messages (messaging/outbound/dispatch.py, docs/delivery.md).
+# slow destination delays only its own messages (messaging/outbound/lanes.py, docs/delivery.md).
 MAILSERVICE_MX_PARALLEL_DESTINATIONS = env_int("MAILSERVICE_MX_PARALLEL_DESTINATIONS", 50)
 # --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).

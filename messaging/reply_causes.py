@@ -1,7 +1,7 @@
 """Why a receiver refused or deferred mail: a `cause` read from its reply's codes, and for an
 authentication refusal the readiness check to fix (domains/readiness.py, messaging/readiness.py).
 
-One classifier for both places a reply is read: dispatch's SMTP replies (messaging/outbound/dispatch.py)
+One classifier for both places a reply is read: dispatch's SMTP replies (messaging/outbound/outcomes.py)
 and the reports that come back later (DSNs, messaging/inbound/services.py). A table read top to
 bottom, first match wins: the providers' own codes, then RFC 3463's classes, then words of the text
 (blocklists, rates), then the class of the code; a failure nothing explains is `other`.

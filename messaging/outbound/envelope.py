@@ -4,7 +4,7 @@ one message's `SendResult` (or `NotSent`: no transaction begun), and the `Transp
 file outbox (outbox.py), the relay (relay.py) and direct delivery (direct/) implement.
 
 A transport reports what the server answered; it never decides what happens to the message
-(messaging/outbound/dispatch.py and outcomes.py do). Connection failures raise OSError or smtplib.SMTPException.
+(messaging/outbound/outcomes.py does). Connection failures raise OSError or smtplib.SMTPException.
 """
 
 import re

@@ -10,7 +10,7 @@ relay's certificate: chain and host name; on by default), `ca_file=/path/to/ca.p
 CAs or this self-signed certificate instead of the system's). Anything else stops start-up.
 
 A session reports what the server answered; it never decides what happens to the message
-(messaging/outbound/dispatch.py does). Connection failures raise OSError or smtplib.SMTPException.
+(messaging/outbound/outcomes.py does). Connection failures raise OSError or smtplib.SMTPException.
 When the server offers PIPELINING (RFC 2920) a message takes two round trips: MAIL FROM, RCPT TO and
 DATA together, then the data.
 """

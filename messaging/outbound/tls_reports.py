@@ -86,7 +86,7 @@ def _write(row: TlsSessionCount) -> None:
         logger.warning("tls-rpt: session of %s not counted: %s", row.policy_domain, exc)
 
 
-# Direct delivery's lanes (threads, messaging/outbound/dispatch.py) hold no database connection: their
+# Direct delivery's lanes (threads, messaging/outbound/lanes.py) hold no database connection: their
 # counts wait in a list, written by the batch's thread (`record_deferred`).
 _lane = threading.local()
 

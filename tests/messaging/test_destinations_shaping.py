@@ -18,10 +18,11 @@ from django.utils import timezone
 
 from messaging.models import EventType, Message, Status
 from messaging.outbound import relay_limits, shaping
-from messaging.outbound.dispatch import FREE_THROTTLES, dispatch_batch
+from messaging.outbound.dispatch import dispatch_batch
 from messaging.outbound.envelope import Envelope, Reply, SendResult
 from messaging.outbound.mx import MxTransport
 from messaging.outbound.mx_sessions import idle_sessions
+from messaging.outbound.outcomes import FREE_THROTTLES
 from messaging.outbound.provider_rules import is_throttle
 from messaging.outbound.relay_limits import permit, relay_rate_status
 from messaging.outbound.shaping import destination_list, destination_of, destination_status
