@@ -79,8 +79,8 @@ class DispatchLoopStep(bootsteps.StartStopStep):
         from django.conf import settings
         from django.db import connection
 
+        from messaging.outbound.direct.destinations import public_suffixes_load
         from messaging.outbound.loop import DispatchLoop, listening_database
-        from messaging.outbound.shaping import public_suffixes_load
         from messaging.outbound.transports import is_direct_delivery
         from messaging.tasks import dispatch_woken
 

@@ -33,11 +33,11 @@ from mailservice.console import (
 )
 from mailservice.errors import ApiError
 from messaging.models import Direction, Message, MessageEvent, ReportMail, Suppression
-from messaging.outbound.destinations import held_destinations
+from messaging.outbound.direct.sources import counts_today, source_of, today, warmup_cap
+from messaging.outbound.domain_holds import held_destinations
+from messaging.outbound.fleet_limits import relay_rate_status
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.overview import destination_overview
-from messaging.outbound.relay_limits import relay_rate_status
-from messaging.outbound.sources import counts_today, source_of, today, warmup_cap
 from messaging.outbound.transports import delivery_mode
 from messaging.readiness import domain_readiness
 from messaging.selectors import (

@@ -7,7 +7,7 @@ class MessagingConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from messaging.outbound.mx import validate_mx_url
+        from messaging.outbound.direct.transport import validate_mx_url
         from messaging.outbound.smtp_client import RelayConfig
         from messaging.outbound.transports import is_direct_delivery
 

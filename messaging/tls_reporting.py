@@ -32,8 +32,8 @@ from mailservice.http_deadline import REQUEST_ERRORS, post_status
 from mailservice.ids import public_id
 from mailservice.mailbox import InvalidAddress, parse_address
 from messaging.models import Direction, Message, Status, TlsReportStatus, TlsReportSubmission
-from messaging.outbound.mx_routing import Undeliverable, a_label, public_address
-from messaging.outbound.tls_reports import policy_domains_counted, report_window, tls_report
+from messaging.outbound.direct.routing import Undeliverable, a_label, public_address
+from messaging.outbound.direct.tls_reports import policy_domains_counted, report_window, tls_report
 from messaging.services import message_store, send_permitted
 
 logger = logging.getLogger(__name__)

@@ -32,9 +32,10 @@ from messaging.models import (
     Message,
     Status,
 )
-from messaging.outbound.destinations import BatchHolds
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
+from messaging.outbound.domain_holds import BatchHolds
 from messaging.outbound.envelope import Connection, Envelope, SendResult, merged_results
+from messaging.outbound.fleet_limits import is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.leases import LeaseSet
 from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_address, render_message
 from messaging.outbound.outcomes import (
@@ -48,7 +49,6 @@ from messaging.outbound.outcomes import (
     slowed_down,
     temporary,
 )
-from messaging.outbound.relay_limits import is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.sandbox import sandbox_outcome
 from messaging.outbound.submitted import submitted_rendering
 from messaging.outbound.transports import is_direct_delivery, transport
@@ -137,7 +137,7 @@ class Batch:
 
     def cleared(self, message: Message) -> bool:
         """A permit from the relay's rate (it may wait), then the lease check, right before SMTP.
-        Direct delivery asks each destination's rate instead (messaging/outbound/shaping.py)."""
+        Direct delivery asks each destination's rate instead (messaging/outbound/direct/destinations.py)."""
         _relay_permit()
         return self.leases.fresh(message) if self.in_lane else self.leases.confirm(message)
 

@@ -41,7 +41,7 @@ class Source:
 class NotSent:
     """No transaction was begun: every source address of the pool is at its warm-up cap, or a
     destination's limits held it back (its connection cap, its rate, its slow-down reply:
-    messaging/outbound/shaping.py). The message waits until `until` without using an attempt;
+    messaging/outbound/direct/destinations.py). The message waits until `until` without using an attempt;
     `throttle` (a receiver's slow-down reply) counts against its free retries."""
 
     why: str

@@ -37,7 +37,7 @@ from messaging.models import (
     Status,
 )
 from messaging.outbound.envelope import NotSent, Reply, SendResult
-from messaging.outbound.relay_limits import is_slow_down, relay_slow_down
+from messaging.outbound.fleet_limits import is_slow_down, relay_slow_down
 from messaging.outbound.smtp_client import reply_of
 from messaging.outbound.transports import transport
 from messaging.reply_causes import NO_CAUSE, Explained, explain

@@ -1,7 +1,7 @@
 """The console's Destinations page: which way mail leaves, and the limits it leaves within.
 
 It sits above the relay's and direct delivery's limits and only reads them: each figure comes from
-the module that keeps it in the state the fleet shares (relay_limits.py, destinations.py, shaping.py),
+the module that keeps it in the state the fleet shares (fleet_limits.py, domain_holds.py, direct/destinations.py),
 with that module's answer when Redis is unreachable. Nothing here writes.
 """
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from messaging.outbound.destinations import held_destinations
-from messaging.outbound.relay_limits import relay_rate_status
-from messaging.outbound.shaping import destination_list
+from messaging.outbound.direct.destinations import destination_list
+from messaging.outbound.domain_holds import held_destinations
+from messaging.outbound.fleet_limits import relay_rate_status
 from messaging.outbound.transports import delivery_mode, is_direct_delivery
 
 

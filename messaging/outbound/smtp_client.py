@@ -213,7 +213,7 @@ class _BoundedSMTPSSL(_BoundedSMTP, smtplib.SMTP_SSL):
 
 
 class SmtpConnection:
-    """One SMTP session, to a relay or (messaging/outbound/mx.py) to an MX host: `config.host` is then
+    """One SMTP session, to a relay or (messaging/outbound/direct/transport.py) to an MX host: `config.host` is then
     the address connected to, with opportunistic STARTTLS and no certificate check (RFC 7435). With a
     `source` it binds to that local address and gives its name in EHLO; without, the system picks the address."""
 

@@ -12,8 +12,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from messaging.outbound.direct.transport import MxTransport
 from messaging.outbound.envelope import Transport
-from messaging.outbound.mx import MxTransport
 from messaging.outbound.outbox import OutboxTransport
 from messaging.outbound.relay import SmtpTransport
 from messaging.outbound.smtp_client import RelayConfig

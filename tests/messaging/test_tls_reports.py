@@ -22,8 +22,8 @@ from django.core.management import CommandError, call_command
 from django.db import transaction
 
 from messaging.models import Message, TlsReportSubmission, TlsSessionCount
+from messaging.outbound.direct.tls_reports import record_tls_outcome, tls_report
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.outbound.tls_reports import record_tls_outcome, tls_report
 from messaging.tasks import tls_reports_send_task
 from messaging.tls_reporting import previous_utc_day
 from tests.dns_server import Zone, dns_server

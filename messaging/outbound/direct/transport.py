@@ -1,17 +1,17 @@
 """Direct delivery (EMAIL_URL=mx://): each recipient domain's own mail servers, found in DNS.
 
-The hosts of each recipient domain come from its MX records (messaging/outbound/mx_routing.py): a
+The hosts of each recipient domain come from its MX records (messaging/outbound/direct/routing.py): a
 domain that cannot take mail fails its recipients at once, a lookup that fails or hosts that all fail
 give a temporary reply, so dispatch defers the message with its backoff. A host that refuses the
 connection or greets with anything but 220 passes the turn to the next. The TLS of each session is what the
-receiver demands (messaging/outbound/mx_tls.py): DANE, else the domain's MTA-STS policy
-(messaging/outbound/mta_sts.py), else STARTTLS when offered without checking the certificate
+receiver demands (messaging/outbound/direct/tls_policy.py): DANE, else the domain's MTA-STS policy
+(messaging/outbound/direct/mta_sts.py), else STARTTLS when offered without checking the certificate
 (opportunistic, RFC 7435), in clear only when it is not offered or the upgrade fails. A host a policy
 excludes, or whose session cannot meet it, passes the turn too; with none left the recipients are
 deferred (450 4.7.5), never sent in clear or to an unlisted host.
 
 With MAILSERVICE_SOURCE_ADDRESSES each transaction leaves from an address of its sending domain's pool,
-chosen within the warm-up caps (messaging/outbound/sources.py), and its session binds to that address
+chosen within the warm-up caps (messaging/outbound/direct/sources.py), and its session binds to that address
 and gives its EHLO name; when no address of the pool has room the message is not sent (`NotSent`).
 
 No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
@@ -21,12 +21,12 @@ after SEARCH_BUDGET_TIMEOUTS SMTP timeouts, each SMTP step within MAILSERVICE_SM
 is an IP literal or `localhost` is never used; one that resolves to loopback, private or link-local
 addresses only with MAILSERVICE_MX_ALLOW_PRIVATE.
 
-Each recipient domain's transaction goes through its destination's limits (messaging/outbound/shaping.py):
+Each recipient domain's transaction goes through its destination's limits (messaging/outbound/direct/destinations.py):
 the rate, a connection slot for each session opened, and the slow-down replies; a limit that stops it
 returns a result with `not_sent`, which dispatch puts back without using an attempt.
 
 Sessions outlive their batch: each worker process keeps them idle for its next batches, under their
-connection slots (messaging/outbound/mx_sessions.py).
+connection slots (messaging/outbound/direct/sessions.py).
 """
 
 import functools
@@ -48,15 +48,22 @@ from domains.dns import dns_resolver
 from domains.models import SourceAddress
 from domains.sources import Pool, source_address_rows
 from mailservice.errors import ValidationFailed
-from messaging.outbound import mx_tls
+from messaging.outbound.direct import tls_policy
+from messaging.outbound.direct.destinations import CONNECTION_WAIT, DestinationGate, destination_of
+from messaging.outbound.direct.mta_sts import policy_for, verified_tls_context
+from messaging.outbound.direct.routing import (
+    Undeliverable,
+    a_label,
+    error_brief,
+    is_ip_literal,
+    mx_hosts,
+    public_address,
+)
+from messaging.outbound.direct.sessions import QUIT_WAIT, MxSession, SessionKey, idle_sessions
+from messaging.outbound.direct.sources import PoolFull, choose_source, source_of, source_past_cap
 from messaging.outbound.envelope import Connection, Envelope, NotSent, Reply, SendResult, Source, merged_results
-from messaging.outbound.mta_sts import policy_for, verified_tls_context
-from messaging.outbound.mx_routing import Undeliverable, a_label, error_brief, is_ip_literal, mx_hosts, public_address
-from messaging.outbound.mx_sessions import QUIT_WAIT, MxSession, SessionKey, idle_sessions
 from messaging.outbound.provider_rules import is_throttle
-from messaging.outbound.shaping import CONNECTION_WAIT, DestinationGate, destination_of
 from messaging.outbound.smtp_client import RelayConfig, SmtpConnection, reply_of
-from messaging.outbound.sources import PoolFull, choose_source, source_of, source_past_cap
 
 # New connections per recipient domain and transaction, over all its hosts (Postfix's smtp_mx_address_limit).
 MAX_CONNECTION_ATTEMPTS = 5
@@ -101,7 +108,7 @@ class _Target:
 
     host: str
     address: str
-    policy: mx_tls.HostPolicy
+    policy: tls_policy.HostPolicy
     source: Source | None
     destination: str
 
@@ -137,7 +144,7 @@ class _Search:
 
 class MxConnection:
     """The batch's SMTP sessions, one per MX address, opened as recipients' domains need them (or taken
-    from those the process kept idle: messaging/outbound/mx_sessions.py) and kept open for the batch: a
+    from those the process kept idle: messaging/outbound/direct/sessions.py) and kept open for the batch: a
     transaction to a destination already reached reuses its session after RSET. When the batch ends
     they go back to the process's idle sessions."""
 
@@ -146,7 +153,7 @@ class MxConnection:
         self._sessions: dict[SessionKey, MxSession] = {}
         self._routes: dict[str, tuple[str, list[str]] | Undeliverable] = {}  # by domain: (destination, hosts)
         self._pools: dict[Pool, list[SourceAddress]] = {}  # their warm-up rows, read once a batch
-        self._sts: dict[str, mx_tls.HostPolicy] = {}  # by domain, for the batch
+        self._sts: dict[str, tls_policy.HostPolicy] = {}  # by domain, for the batch
         self.gate = DestinationGate()
 
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
@@ -197,7 +204,7 @@ class MxConnection:
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
         if self.gate.note_due(destination, hosts):
-            policy = mx_tls.destination_tls_policy(domain=a_label(domain))
+            policy = tls_policy.destination_tls_policy(domain=a_label(domain))
             self.gate.note(destination, hosts, tls_policy=f"{policy} ({domain})")
         if (refusal := self.gate.admit(destination, follows=envelope.follows)) is not None:
             return _not_sent(refusal)
@@ -237,10 +244,10 @@ class MxConnection:
             raise route
         return route
 
-    def _sts_policy(self, domain: str) -> mx_tls.HostPolicy:
+    def _sts_policy(self, domain: str) -> tls_policy.HostPolicy:
         if domain not in self._sts:
             lookup = policy_for(self.resolver, a_label(domain), allowed=self._may_connect)
-            self._sts[domain] = mx_tls.sts_policy(domain, lookup)
+            self._sts[domain] = tls_policy.sts_policy(domain, lookup)
         return self._sts[domain]
 
     def _may_connect(self, address: str) -> bool:
@@ -271,14 +278,14 @@ class MxConnection:
         destination, hosts = self._route(domain)
         search = _Search(deadline=time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout)
         sts = self._sts_policy(domain)
-        prepared: dict[str, tuple[list[str], mx_tls.HostPolicy] | mx_tls.TlsRefused | _HostSkipped] = {}
+        prepared: dict[str, tuple[list[str], tls_policy.HostPolicy] | tls_policy.TlsRefused | _HostSkipped] = {}
 
-        def prepare(host: str) -> tuple[list[str], mx_tls.HostPolicy] | mx_tls.TlsRefused | _HostSkipped:
+        def prepare(host: str) -> tuple[list[str], tls_policy.HostPolicy] | tls_policy.TlsRefused | _HostSkipped:
             """The host's addresses and policy, looked up (and any refusal recorded) once per session search."""
             if host not in prepared:
                 try:
                     prepared[host] = (self._addresses_from(host, source), self._host_policy(domain, host, sts))
-                except (mx_tls.TlsRefused, _HostSkipped) as exc:
+                except (tls_policy.TlsRefused, _HostSkipped) as exc:
                     prepared[host] = exc
             return prepared[host]
 
@@ -297,7 +304,7 @@ class MxConnection:
                 search.errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
             found = prepare(host)
-            if isinstance(found, mx_tls.TlsRefused):
+            if isinstance(found, tls_policy.TlsRefused):
                 search.refused_by_policy = str(found)
                 continue
             if isinstance(found, _HostSkipped):
@@ -320,7 +327,7 @@ class MxConnection:
         mine = any(session.host == host and session.source == source for session in self._sessions.values())
         return mine or idle_sessions.holds(host, source)
 
-    def _kept(self, key: SessionKey, host: str, policy: mx_tls.HostPolicy) -> MxSession | None:
+    def _kept(self, key: SessionKey, host: str, policy: tls_policy.HostPolicy) -> MxSession | None:
         """A session already open to the address that may carry this transaction, this batch's or else one
         the process kept idle, after a successful RSET. One the receiver has dropped fails the RSET and is
         closed: the caller connects anew, and nothing of the message was begun on it."""
@@ -347,7 +354,7 @@ class MxConnection:
         search.transient = True
         try:
             smtp = self._connect(target.host, target.address, target.policy, target.source)
-        except mx_tls.TlsRefused as exc:
+        except tls_policy.TlsRefused as exc:
             self.gate.give_back(target.destination, slot)
             search.refused_by_policy = str(exc)
             return None
@@ -366,26 +373,26 @@ class MxConnection:
         self._sessions[session.key] = session
         return session
 
-    def _host_policy(self, domain: str, host: str, sts: mx_tls.HostPolicy) -> mx_tls.HostPolicy:
+    def _host_policy(self, domain: str, host: str, sts: tls_policy.HostPolicy) -> tls_policy.HostPolicy:
         """DANE for the host, else the domain's MTA-STS policy; TlsRefused when that policy excludes the host."""
-        policy = mx_tls.host_policy(domain, host, self.port, sts)
-        if policy.kind == mx_tls.STS_ENFORCE and policy.sts is not None and not policy.sts.allows(host):
-            outcome = mx_tls.Outcome(mx_tls.VALIDATION_FAILURE, f"{host} is not listed in its mx patterns")
-            mx_tls.record(policy, host=host, address="", outcome=outcome)
-            raise mx_tls.TlsRefused(f"{policy.describe()}: {outcome.detail}")
+        policy = tls_policy.host_policy(domain, host, self.port, sts)
+        if policy.kind == tls_policy.STS_ENFORCE and policy.sts is not None and not policy.sts.allows(host):
+            outcome = tls_policy.Outcome(tls_policy.VALIDATION_FAILURE, f"{host} is not listed in its mx patterns")
+            tls_policy.record(policy, host=host, address="", outcome=outcome)
+            raise tls_policy.TlsRefused(f"{policy.describe()}: {outcome.detail}")
         return policy
 
-    def _connect(self, host: str, address: str, policy: mx_tls.HostPolicy, source: Source | None) -> SmtpConnection:
+    def _connect(self, host: str, address: str, policy: tls_policy.HostPolicy, source: Source | None) -> SmtpConnection:
         """A session with the TLS `policy` demands; TlsRefused when a mandatory policy's demand is not met."""
         clear = RelayConfig(address, self.port, "", "", "none", verify=False)
         connection = SmtpConnection(clear, self.timeout, source)
-        outcome = mx_tls.upgrade(connection.smtp, host=host, policy=policy)
-        mx_tls.record(policy, host=host, address=address, outcome=outcome)
+        outcome = tls_policy.upgrade(connection.smtp, host=host, policy=policy)
+        tls_policy.record(policy, host=host, address=address, outcome=outcome)
         if not outcome.failure or (outcome.in_clear and not policy.mandatory):
             return connection
         connection.close()
         if policy.mandatory:
-            raise mx_tls.TlsRefused(f"{policy.describe()}: {outcome.detail} [{address}]")
+            raise tls_policy.TlsRefused(f"{policy.describe()}: {outcome.detail} [{address}]")
         if outcome.retry_unverified:  # MTA-STS testing: the failure is reported, the mail goes as without policy
             return SmtpConnection(replace(clear, security="starttls-optional"), self.timeout, source)
         # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then

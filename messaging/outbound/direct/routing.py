@@ -6,7 +6,7 @@ that does not exist or a name that is no domain raises `Undeliverable` with a pe
 recipients fail at once, with no connection made; a lookup that fails (SERVFAIL, timeout) raises it
 with a temporary one, so dispatch defers the message with its backoff. Bounded whatever DNS says: at
 most MAX_MX_HOSTS hosts. Which addresses may be connected to: `public_address` (loopback, private and
-link-local ones only with MAILSERVICE_MX_ALLOW_PRIVATE, messaging/outbound/mx.py). Nothing is kept
+link-local ones only with MAILSERVICE_MX_ALLOW_PRIVATE, messaging/outbound/direct/transport.py). Nothing is kept
 here: the answers' cache is the resolver's.
 """
 

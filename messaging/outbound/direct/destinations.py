@@ -9,7 +9,7 @@ without MX records (implicit MX) is its own destination. The registrable domain 
 host set: providers give each customer other host names (Microsoft: one per tenant) in front of one
 pool of servers, and their limits are per sending IP over that pool.
 
-Per destination, shared by the fleet through Redis (messaging/outbound/relay_limits.py, keys
+Per destination, shared by the fleet through Redis (messaging/outbound/fleet_limits.py, keys
 `destination:<name>:…`; in-process without it):
 - a connection cap, MAILSERVICE_MX_CONNECTIONS, summed over the destination's MX hosts: a batch
   takes a slot for each session it opens and gives it back when the session closes. A batch that
@@ -34,8 +34,7 @@ from publicsuffixlist import PublicSuffixList
 from redis.exceptions import RedisError
 
 from messaging.outbound.envelope import NotSent, SendResult
-from messaging.outbound.provider_rules import is_throttle
-from messaging.outbound.relay_limits import (
+from messaging.outbound.fleet_limits import (
     as_text,
     give_back_slot,
     local_destinations,
@@ -46,6 +45,7 @@ from messaging.outbound.relay_limits import (
     slow_down,
     take_slot,
 )
+from messaging.outbound.provider_rules import is_throttle
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ means an address configured ahead of use loses no warm-up day.
 The counts per (address, destination, UTC day) are shared by every worker process: a Redis counter
 per key, reserved before the send with one atomic script (so two workers never both take the last
 message of a cap) and expiring after two days; in-process while REDIS_URL is unset or Redis is
-unreachable, as relay_limits.py does. A message counts when its transaction is begun, sent or not.
+unreachable, as messaging/outbound/fleet_limits.py does. A message counts when its transaction is begun, sent or not.
 
 `choose_source` fills the warming addresses first (they need the traffic), then sends the overflow
 through the pool's warm addresses; when none has room it answers None and the message waits, without
@@ -31,7 +31,7 @@ from redis.exceptions import RedisError
 from domains.models import SourceAddress
 from domains.sources import configured_addresses
 from messaging.outbound.envelope import NotSent, Reply, SendResult, Source
-from messaging.outbound.relay_limits import shared_redis
+from messaging.outbound.fleet_limits import shared_redis
 from messaging.outbound.smtp_client import helo_name
 
 logger = logging.getLogger(__name__)
