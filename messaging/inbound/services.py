@@ -45,7 +45,6 @@ from mailservice import metrics
 from mailservice.mailbox import InvalidAddress, canonical_domain, comparison_key, parse_address
 from messaging import sql
 from messaging.inbound.aggregate.services import aggregate_read, aggregate_store
-from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
 from messaging.inbound.reports.reading import LINE_LIMIT
 from messaging.inbound.reports.status_codes import SMTP_REPLY
@@ -63,6 +62,7 @@ from messaging.models import (
     message_by_public_id,
 )
 from messaging.reply_causes import NO_CAUSE, Explained, explain
+from messaging.rfc5322.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.safeguards import safeguard_check
 from messaging.suppressions import suppression_add
 from messaging.verp import UNSIGNED_GRACE, VERP_PREFIX, VerpId, verp_parse

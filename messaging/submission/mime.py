@@ -15,9 +15,9 @@ to send the message as submitted: this room hands its messages to outbound, neve
 from dataclasses import dataclass
 
 from mailservice.mailbox import is_mailbox
-from messaging.inbound.parsing import decode_header_value, storable
 from messaging.outbound.mime import single_line
 from messaging.outbound.submitted import SubmissionMalformed, raw_fields, split_head
+from messaging.rfc5322.parsing import decode_header_value, storable
 
 # RFC 2047 words are decoded only in values up to this long: the standard library's decoder
 # rescans the rest of the value from every `=?`, quadratic in a hostile header.

@@ -16,8 +16,8 @@ from django.utils import timezone
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_authenticate
 from mailservice.errors import ErrorCode, PermissionDenied
-from messaging.inbound.parsing import body_text, parse_bytes, storable
 from messaging.models import Direction, Message, Status
+from messaging.rfc5322.parsing import body_text, parse_bytes, storable
 from messaging.services import message_store, send_permitted
 from messaging.submission.mime import parse_submitted, refuse_bare_line_breaks
 
