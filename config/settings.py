@@ -455,7 +455,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": MAILSERVICE_RETENTION_PURGE_INTERVAL,
         "options": {"expires": MAILSERVICE_RETENTION_PURGE_INTERVAL},
     },
-    # Every domain's readiness check, kept for its console page (messaging/readiness.py).
+    # Every domain's readiness check, kept for its console page (messaging/readiness/check.py).
     "readiness-daily": {"task": "messaging.readiness_check", "schedule": 86400.0, "options": {"expires": 3600.0}},
     # The console dashboard's hourly and daily counts (messaging/aggregates.py).
     "status-counts-rollup": {"task": "messaging.status_counts_rollup", "schedule": 60.0, "options": {"expires": 60.0}},

@@ -20,7 +20,6 @@ from django.utils.text import Truncator
 
 from domains.admin import DomainAdmin, DomainChangeList
 from domains.models import Domain, SourceAddress, SourcePool
-from domains.readiness import REPORT_MAILBOX, TLS_REPORT_MAILBOX
 from domains.sources import configured_addresses, source_address_rows
 from mailservice.charts import REPORT_COLORS, line_chart
 from mailservice.console import (
@@ -39,7 +38,8 @@ from messaging.outbound.fleet_limits import relay_rate_status
 from messaging.outbound.mime import envelope_for
 from messaging.outbound.overview import destination_overview
 from messaging.outbound.transports import delivery_mode
-from messaging.readiness import domain_readiness
+from messaging.readiness.check import domain_readiness
+from messaging.readiness.dns_checks import REPORT_MAILBOX, TLS_REPORT_MAILBOX
 from messaging.selectors import (
     SUMMARY_DAYS,
     delivery_rates,

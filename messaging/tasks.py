@@ -10,7 +10,7 @@ from celery import shared_task
 from mailservice.errors import ValidationFailed
 from messaging import aggregates
 from messaging.idempotency import idempotency_purge
-from messaging.readiness import readiness_check_all
+from messaging.readiness.check import readiness_check_all
 from messaging.retention import messages_purge, report_data_purge
 from messaging.tls_reporting import previous_utc_day, tls_reports_send
 

@@ -40,7 +40,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from domains.models import Domain
-from domains.readiness import REPORT_MAILBOX, TLS_REPORT_MAILBOX
 from mailservice import metrics
 from mailservice.mailbox import InvalidAddress, canonical_domain, comparison_key, parse_address
 from messaging import sql
@@ -61,6 +60,7 @@ from messaging.models import (
     SuppressionReason,
     message_by_public_id,
 )
+from messaging.readiness.dns_checks import REPORT_MAILBOX, TLS_REPORT_MAILBOX
 from messaging.reply_causes import NO_CAUSE, Explained, explain
 from messaging.rfc5322.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.safeguards import safeguard_check
