@@ -20,7 +20,6 @@ from django.utils.text import Truncator
 
 from domains.admin import DomainAdmin, DomainChangeList
 from domains.models import Domain, SourceAddress, SourcePool
-from domains.sources import configured_addresses, source_address_rows
 from mailservice.charts import REPORT_COLORS, line_chart
 from mailservice.console import (
     ConsoleModelAdmin,
@@ -32,7 +31,14 @@ from mailservice.console import (
 )
 from mailservice.errors import ApiError
 from messaging.models import Direction, Message, MessageEvent, ReportMail, Suppression
-from messaging.outbound.direct.sources import counts_today, source_of, today, warmup_cap
+from messaging.outbound.direct.sources import (
+    configured_addresses,
+    counts_today,
+    source_address_rows,
+    source_of,
+    today,
+    warmup_cap,
+)
 from messaging.outbound.domain_holds import held_destinations
 from messaging.outbound.fleet_limits import relay_rate_status
 from messaging.outbound.mime import envelope_for

@@ -23,7 +23,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from domains.selectors import SigningKey, dkim_signing_keys
-from domains.sources import Pool, domain_pools
 from mailservice import metrics
 from messaging.models import (
     BounceType,
@@ -32,9 +31,10 @@ from messaging.models import (
     Message,
     Status,
 )
+from messaging.outbound.direct.sources import domain_pools
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.outbound.domain_holds import BatchHolds
-from messaging.outbound.envelope import Connection, Envelope, SendResult, merged_results
+from messaging.outbound.envelope import Connection, Envelope, Pool, SendResult, merged_results
 from messaging.outbound.fleet_limits import is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.leases import LeaseSet
 from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_address, render_message

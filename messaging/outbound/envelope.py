@@ -1,5 +1,6 @@
 """What a transport is given and what it answers, whichever way mail leaves: the `Envelope` (what SMTP
-needs besides the message bytes), the `Source` address a connection binds to, the server's `Reply`,
+needs besides the message bytes), the `Source` address a connection binds to and the `Pool` a domain's
+direct delivery chooses it from, the server's `Reply`,
 one message's `SendResult` (or `NotSent`: no transaction begun), and the `Transport` protocol that the
 file outbox (outbox.py), the relay (relay.py) and direct delivery (direct/) implement.
 
@@ -13,7 +14,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from domains.sources import Pool
+from domains.models import SourceAddress
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The addresses a domain's direct delivery may leave from, in configuration order."""
+
+    name: str
+    addresses: tuple[str, ...]
+    # Their warm-up rows, read with the pool: direct delivery's lanes (threads) then need no query of their own.
+    rows: tuple[SourceAddress, ...] = field(default=(), compare=False, hash=False)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,6 @@ from django.core.exceptions import ImproperlyConfigured
 
 from domains.dns import dns_resolver
 from domains.models import SourceAddress
-from domains.sources import Pool, source_address_rows
 from mailservice.errors import ValidationFailed
 from messaging.outbound.direct import tls_policy
 from messaging.outbound.direct.destinations import CONNECTION_WAIT, DestinationGate, destination_of
@@ -60,8 +59,8 @@ from messaging.outbound.direct.routing import (
     public_address,
 )
 from messaging.outbound.direct.sessions import QUIT_WAIT, MxSession, SessionKey, idle_sessions
-from messaging.outbound.direct.sources import PoolFull, choose_source, source_of, source_past_cap
-from messaging.outbound.envelope import Connection, Envelope, NotSent, Reply, SendResult, Source, merged_results
+from messaging.outbound.direct.sources import PoolFull, choose_source, source_address_rows, source_of, source_past_cap
+from messaging.outbound.envelope import Connection, Envelope, NotSent, Pool, Reply, SendResult, Source, merged_results
 from messaging.outbound.provider_rules import is_throttle
 from messaging.outbound.smtp_client import RelayConfig, SmtpConnection, reply_of
 
