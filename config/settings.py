@@ -405,7 +405,7 @@ MAILSERVICE_MX_IDLE_SESSIONS = env_int("MAILSERVICE_MX_IDLE_SESSIONS", 250)
 MAILSERVICE_TLS_CA_FILE = env_str("MAILSERVICE_TLS_CA_FILE")
 # The port MTA-STS policy hosts are fetched from (443; tests use unprivileged ones).
 MAILSERVICE_MTA_STS_PORT = env_int("MAILSERVICE_MTA_STS_PORT", 443)
-# TLS-RPT (RFC 8460, messaging/tls_reporting.py): the address daily TLS reports are sent from, on a
+# TLS-RPT (RFC 8460, messaging/tls_reports/sending.py): the address daily TLS reports are sent from, on a
 # verified sending domain (they must be DKIM-signed); unset, no report is sent.
 MAILSERVICE_TLSRPT_FROM = env_str("MAILSERVICE_TLSRPT_FROM")
 # Direct delivery's source addresses, `ADDR[=HELO],…` (messaging/outbound/direct/sources.py): each MX connection

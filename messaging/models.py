@@ -457,7 +457,7 @@ class TlsSessionCount(models.Model):
     """Direct-delivery SMTP sessions of one UTC day, counted per TLS-RPT report line (RFC 8460):
     one row per policy applied, MX host, receiving address and result (empty: success).
 
-    Written by one UPSERT per session (messaging/outbound/direct/tls_reports.py), read by the daily report."""
+    Written by one UPSERT per session (messaging/tls_reports/counts.py), read by the daily report."""
 
     day = models.DateField(help_text="The UTC day of the sessions")
     policy_domain = models.CharField(max_length=253, help_text="The recipient domain whose policy applied (A-label)")

@@ -12,7 +12,7 @@ from messaging import aggregates
 from messaging.idempotency import idempotency_purge
 from messaging.readiness.check import readiness_check_all
 from messaging.retention import messages_purge, report_data_purge
-from messaging.tls_reporting import previous_utc_day, tls_reports_send
+from messaging.tls_reports.sending import previous_utc_day, tls_reports_send
 
 logger = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from messaging.models import (
     TlsSessionCount,
 )
 from messaging.outbound.attempt import Batch, LazyRelay, send_one, wire_addresses
-from messaging.outbound.direct.tls_reports import deferred_counts, record_deferred
 from messaging.outbound.leases import LEASE_CHECK_SECONDS, LeaseSet
 from messaging.outbound.outcomes import PartlySent, SendOutcome, connection_failed, not_sent, record_attempt
+from messaging.tls_reports.counts import deferred_counts, record_deferred
 
 logger = logging.getLogger(__name__)
 # A lane whose message in flight has taken this long marks its destinations slow: until it ends,

@@ -4,8 +4,8 @@
 (`routing.py`), the sessions each worker process keeps open between batches (`sessions.py`), the TLS
 each session must have (`tls_policy.py`: DANE, else MTA-STS from `mta_sts.py`, else opportunistic),
 the source address it leaves from within the warm-up caps (`sources.py`), the destination's
-connection cap and rate (`destinations.py`) and the TLS outcome of every session for TLS-RPT
-(`tls_reports.py`).
+connection cap and rate (`destinations.py`); the TLS outcome of every session is counted for TLS-RPT
+(messaging/tls_reports/counts.py).
 
 This package sits beside the relay, below the transport factory (messaging/outbound/transports.py):
 nothing here imports the relay, the factory or dispatch (pyproject.toml's outbound contract).

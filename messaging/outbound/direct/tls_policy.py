@@ -8,7 +8,7 @@ DANE-EE (3 x x) matches the server's certificate or its public key, ignoring nam
 DANE-TA (2 x x) matches a certificate of the presented chain, which must then lead from the server's
 certificate to it, valid for the MX name. A TLSA lookup that fails for a signed host defers.
 
-Every new session's outcome goes to TLS-RPT (messaging/outbound/direct/tls_reports.py) under RFC 8460's
+Every new session's outcome goes to TLS-RPT (messaging/tls_reports/counts.py) under RFC 8460's
 result types; a session a policy forbids is never used: TlsRefused, and the recipients are deferred.
 """
 
@@ -30,7 +30,7 @@ from django.core.cache import cache
 
 from domains.dns import dns_resolver
 from messaging.outbound.direct.mta_sts import StsLookup, StsPolicy, cached_policy, verified_tls_context
-from messaging.outbound.direct.tls_reports import record_tls_outcome
+from messaging.tls_reports.counts import record_tls_outcome
 
 NONE, STS_TESTING, STS_ENFORCE, DANE = "none", "MTA-STS testing", "MTA-STS enforce", "DANE"
 STARTTLS_NOT_SUPPORTED = "starttls-not-supported"

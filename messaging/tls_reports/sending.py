@@ -33,8 +33,8 @@ from mailservice.ids import public_id
 from mailservice.mailbox import InvalidAddress, parse_address
 from messaging.models import Direction, Message, Status, TlsReportStatus, TlsReportSubmission
 from messaging.outbound.direct.routing import Undeliverable, a_label, public_address
-from messaging.outbound.direct.tls_reports import policy_domains_counted, report_window, tls_report
 from messaging.services import message_store, send_permitted
+from messaging.tls_reports.counts import policy_domains_counted, report_window, tls_report
 
 logger = logging.getLogger(__name__)
 
