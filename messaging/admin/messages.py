@@ -22,7 +22,7 @@ from mailservice.console import (
 )
 from mailservice.errors import ApiError
 from messaging.models import Direction, Message, MessageEvent, Suppression
-from messaging.outbound.mime import envelope_for
+from messaging.outbound.envelope import envelope_for
 from messaging.selectors import (
     recipient_outcomes,
 )

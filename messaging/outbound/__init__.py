@@ -11,8 +11,9 @@
   being one, shared by the fleet through Redis), `domain_holds.py` (recipient domains held after
   deferrals), `provider_rules.py` (which replies mean "slow down"); `overview.py` reads them for the
   console;
-- what goes on the wire: `mime.py`, `submitted.py` (mail submitted over SMTP), `dkim.py`; the sandbox's
-  simulated outcomes (`sandbox.py`); the values every transport takes and answers (`envelope.py`).
+- what goes on the wire: what messaging/rfc5322/ renders, signed by `dkim.py`; the sandbox's simulated
+  outcomes (`sandbox.py`); the values every transport takes and answers, and the envelope of a
+  message (`envelope.py`).
 
 Nothing here imports messaging.inbound or messaging.submission (pyproject.toml's import contracts):
 SMTP submission hands its stored message to this room, never the other way round.

@@ -34,10 +34,9 @@ from messaging.models import (
 from messaging.outbound.direct.sources import domain_pools
 from messaging.outbound.dkim import SigningKeyUnavailable, dkim_sign, stored_private_key
 from messaging.outbound.domain_holds import BatchHolds
-from messaging.outbound.envelope import Connection, Envelope, Pool, SendResult, merged_results
+from messaging.outbound.envelope import Connection, Envelope, Pool, SendResult, envelope_for, merged_results
 from messaging.outbound.fleet_limits import is_slow_down, relay_connection_slot, relay_permit, relay_slow_down
 from messaging.outbound.leases import LeaseSet
-from messaging.outbound.mime import UnsendableMessage, envelope_for, parsed_address, render_message
 from messaging.outbound.outcomes import (
     THROTTLE_MARK,
     PartlySent,
@@ -50,8 +49,9 @@ from messaging.outbound.outcomes import (
     temporary,
 )
 from messaging.outbound.sandbox import sandbox_outcome
-from messaging.outbound.submitted import submitted_rendering
 from messaging.outbound.transports import is_direct_delivery, transport
+from messaging.rfc5322.rendering import UnsendableMessage, parsed_address, render_message
+from messaging.rfc5322.submitted import submitted_rendering
 from messaging.suppressions import active_suppressions
 
 

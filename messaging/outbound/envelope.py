@@ -15,6 +15,10 @@ from datetime import datetime
 from typing import Protocol
 
 from domains.models import SourceAddress
+from mailservice.mailbox import canonical_domain
+from messaging.models import Message
+from messaging.rfc5322.rendering import needs_smtputf8, parsed_address
+from messaging.verp import verp_local_part
 
 
 @dataclass(frozen=True)
@@ -129,3 +133,20 @@ class Transport(Protocol):
     def connection(self) -> AbstractContextManager[Connection]: ...
 
     def close(self) -> None: ...  # the connections it keeps open between batches (worker shutdown)
+
+
+def envelope_for(
+    *, message: Message, recipients: list[str], return_path_domain: str | None, recipient_index: int | None = None
+) -> Envelope:
+    """MAIL FROM is the VERP return path when one is configured (of the recipient at `recipient_index`
+    of the message's envelope recipients, or of the whole message when None: messaging.verp), else the
+    From address (the envelope sender of a message submitted over SMTP).
+
+    `recipients` are wire forms (`Address.wire`); the transport writes them between < > as they are."""
+    sender = message.envelope_from if message.submitted else message.from_address
+    if return_path_domain:
+        local_part = verp_local_part(message.public_id, recipient_index)
+        mail_from = f"{local_part}@{canonical_domain(return_path_domain, trailing_dot=True)}"
+    else:
+        mail_from = parsed_address(sender).wire
+    return Envelope(mail_from=mail_from, recipients=recipients, smtputf8=needs_smtputf8(message))
