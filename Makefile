@@ -59,7 +59,7 @@ $(JS_TOOLS): clients/js/package.json clients/js/package-lock.json
 # services, selectors, dispatch and inbound); the layer rule (lint-imports: pyproject.toml's import
 # contracts, docs/architecture.md); mypy --strict on the Python client; tsc --strict over the JS
 # client's sources against its .d.ts files (clients/js/tsconfig.json); no import cycle between
-# server modules; and the docs check.
+# server modules; every path named in a comment exists; and the docs check.
 lint: install $(JS_TOOLS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -72,6 +72,8 @@ lint: install $(JS_TOOLS)
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
 	# No two modules of the server import each other round a loop (grimp's graph: tests/import_cycles.py).
 	$(BIN)/python -m tests.import_cycles
+	# Every file path named in a comment or a docstring exists (tests/comment_paths.py).
+	$(BIN)/python -m tests.comment_paths
 	# Every Markdown file renders as written: fences closed, relative links and anchors found (docs/development.md).
 	$(BIN)/python -m tests.docs_check
 

@@ -254,8 +254,8 @@ class MessageEvent(models.Model):
         db_default="",
         help_text="An authentication refusal: the readiness check to fix (manage.py check_readiness DOMAIN)",
     )
-    # The webhook outbox: NULL until webhooks/fanout.py has turned the event into deliveries. Every
-    # INSERT leaves it NULL, the hand-written ones included, so no event escapes the outbox.
+    # The webhook outbox: NULL until webhooks/services.py (`events_fan_out`) has turned the event into
+    # deliveries. Every INSERT leaves it NULL, the hand-written ones included, so no event escapes the outbox.
     published_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

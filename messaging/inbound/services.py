@@ -302,7 +302,7 @@ _EVENT = {
     ReportedOutcome.DELAY: EventType.DELAYED,
     ReportedOutcome.COMPLAINT: EventType.COMPLAINED,
 }
-# Hard or soft, as the report's classification (messaging/inbound/reports.py) decided it.
+# Hard or soft, as the report's classification (messaging/inbound/reports/, `classify`) decided it.
 _BOUNCE_TYPE = {ReportedOutcome.BOUNCE: BounceType.HARD, ReportedOutcome.SOFT_BOUNCE: BounceType.SOFT}
 _SUPPRESSION_REASON = {
     ReportedOutcome.BOUNCE: SuppressionReason.BOUNCE,
