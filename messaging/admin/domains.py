@@ -67,7 +67,7 @@ def _relay_text(status: dict, held: dict[str, dict]) -> str:
 
 
 def _destination_row(status: dict) -> dict:
-    """A row of the Destinations page from a destination's status (shaping.destination_status)."""
+    """A row of the Destinations page from a destination's status (direct.destinations.destination_status)."""
     rate = _rate(status["effective"])
     if status["effective"] != status["configured"]:
         rate += f", lowered because {status['reason']}"

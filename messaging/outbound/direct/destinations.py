@@ -163,7 +163,7 @@ class DestinationGate:
 
     def note(self, destination: str, hosts: list[str], *, tls_policy: str = "") -> None:
         """The destination is used by this batch: record its MX hosts and the TLS policy of the recipient
-        domain that used it first (as last found: mx_tls.destination_tls_policy) once."""
+        domain that used it first (as last found: tls_policy.destination_tls_policy) once."""
         if destination not in self.noted:
             self.noted.add(destination)
             _remember(destination, mx_hosts=" ".join(hosts), tls_policy=tls_policy)
@@ -239,7 +239,7 @@ def _destination_names() -> list[str]:
 
 
 def destination_status(destination: str) -> dict:
-    """One destination as the console shows it: relay_limits.rate_status's fields, `mx_hosts` (list), `tls_policy`,
+    """One destination as the console shows it: fleet_limits.rate_status's fields, `mx_hosts` (list), `tls_policy`,
     `last_error` and `last_error_at` (datetime or None)."""
     status = rate_status(destination, cap=settings.MAILSERVICE_MX_CONNECTIONS)
     details = status.pop("details") or _stored(destination)

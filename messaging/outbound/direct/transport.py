@@ -128,7 +128,7 @@ class _Search:
 
     def undeliverable(self, domain: str) -> "Undeliverable":
         if self.refused_by_policy:
-            # 450, not 451: a 451 4.7.x reply reads as "slow down" (relay_limits.is_slow_down), and a
+            # 450, not 451: a 451 4.7.x reply reads as "slow down" (fleet_limits.is_slow_down), and a
             # receiver's TLS policy says nothing about the pace.
             return Undeliverable(Reply(450, f"4.7.5 {self.refused_by_policy}"))
         if self.throttled is not None:
@@ -460,7 +460,7 @@ def _not_sent(refusal: NotSent) -> SendResult:
 
 # Routing answers (MX, A/AAAA, the MTA-STS TXT) kept for their TTL across batches, as an MTA's resolver
 # keeps them: without, every batch asked again for each of its domains (3 queries a destination).
-# DANE's lookups have a cache of their own (mx_tls), which keeps each answer's AD bit.
+# DANE's lookups have a cache of their own (tls_policy), which keeps each answer's AD bit.
 ANSWER_CACHE_SIZE = 10_000
 
 
