@@ -58,7 +58,8 @@ $(JS_TOOLS): clients/js/package.json clients/js/package-lock.json
 # ruff; mypy on the product (pyproject.toml: Django and DRF stubs, every function typed in the
 # services, selectors, dispatch and inbound); the layer rule (lint-imports: pyproject.toml's import
 # contracts, docs/architecture.md); mypy --strict on the Python client; tsc --strict over the JS
-# client's sources against its .d.ts files (clients/js/tsconfig.json); and the docs check.
+# client's sources against its .d.ts files (clients/js/tsconfig.json); no import cycle between
+# server modules; every path named in a comment exists; and the docs check.
 lint: install $(JS_TOOLS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -69,6 +70,10 @@ lint: install $(JS_TOOLS)
 	# A database of its own, so the migration history check never looks for one that is not there yet.
 	DJANGO_SETTINGS_MODULE=tests.settings DATABASE_URL=sqlite:///var/lint.sqlite3 $(BIN)/python manage.py makemigrations --check --dry-run
 	DJANGO_SETTINGS_MODULE=tests.settings $(BIN)/python manage.py spectacular --validate --fail-on-warn --file /dev/null
+	# No two modules of the server import each other round a loop (grimp's graph: tests/import_cycles.py).
+	$(BIN)/python -m tests.import_cycles
+	# Every file path named in a comment or a docstring exists (tests/comment_paths.py).
+	$(BIN)/python -m tests.comment_paths
 	# Every Markdown file renders as written: fences closed, relative links and anchors found (docs/development.md).
 	$(BIN)/python -m tests.docs_check
 

@@ -3,6 +3,8 @@ from django.db import models
 from domains.models import Domain
 from mailservice.ids import public_id
 
+KEY_PREFIX_LENGTH = 12  # characters of a key's prefix after `ms_`: the part that finds its row
+
 
 def _key_public_id() -> str:
     return public_id("key")

@@ -1,5 +1,4 @@
-from apikeys.models import ApiKey
-from apikeys.services import KEY_PREFIX_LENGTH
+from apikeys.models import KEY_PREFIX_LENGTH, ApiKey
 
 
 def apikey_get(*, prefix_or_id: str) -> ApiKey | None:

@@ -8,11 +8,10 @@ from datetime import timedelta
 from django.utils import timezone
 
 from apikeys.cache import key_cached, key_remember, version_start
-from apikeys.models import ApiKey, Permission
+from apikeys.models import KEY_PREFIX_LENGTH, ApiKey, Permission
 from domains.models import Domain
 from mailservice.errors import ValidationFailed
 
-KEY_PREFIX_LENGTH = 12
 KEY_SECRET_LENGTH = 40
 _ALPHABET = string.ascii_letters + string.digits
 

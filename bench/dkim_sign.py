@@ -31,7 +31,7 @@ from django.utils import timezone  # noqa: E402
 from domains.services import dkim_key_pair  # noqa: E402
 from messaging.models import Message  # noqa: E402
 from messaging.outbound.dkim import SIGNED_HEADERS, dkim_sign, load_private_key  # noqa: E402
-from messaging.outbound.mime import render_message  # noqa: E402
+from messaging.rfc5322.rendering import render_message  # noqa: E402
 
 TARGET = 2000
 

@@ -305,62 +305,121 @@ def _is_api_error(answer: Answer) -> bool:
     )
 
 
-def verify(results: Results, sink: SmtpSink) -> tuple[dict, list[str]]:
-    """The summary figures and the list of failed checks (empty: the soak passed)."""
+@dataclass
+class Outcome:
+    """What the soak's answers, the database and the sink say, read once; each invariant below is checked
+    against it."""
+
+    answers: list[Answer]
+    at_sink: Counter  # Message-ID -> copies the sink accepted
+    statuses: dict[str, str]  # message id -> its status in the database, for every send answered 200
+    stuck: int  # messages still `accepted` once the queue drained
+
+    @property
+    def accepted(self) -> list[Answer]:
+        return [a for a in self.answers if a.status == 200]
+
+    @property
+    def errors(self) -> list[Answer]:
+        return [a for a in self.answers if a.status not in (None, 200)]
+
+    @property
+    def wanted(self) -> dict[str, str]:
+        """Message id -> domain, for every send answered 200."""
+        return {a.body["id"]: a.domain for a in self.accepted}  # type: ignore[index]  # a 200 always has a JSON body
+
+    def copies(self, mid: str, domain: str) -> int:
+        return self.at_sink[f"<{mid}@{domain}>"]
+
+
+def outcome_read(results: Results, sink: SmtpSink) -> Outcome:
     from django.db import connection
 
     from messaging.models import Message, Status
 
     connection.close()  # the soak process's own connection did not survive the restarts
-    failures: list[str] = []
-    accepted = [a for a in results.answers if a.status == 200]
-    wanted = {a.body["id"]: a.domain for a in accepted}  # type: ignore[index]  # a 200 always has a JSON body
-    at_sink = sink.message_ids()
-    statuses = dict(Message.objects.filter(public_id__in=wanted).values_list("public_id", "status"))
+    wanted = {a.body["id"] for a in results.answers if a.status == 200}  # type: ignore[index]
+    return Outcome(
+        answers=results.answers,
+        at_sink=sink.message_ids(),
+        statuses=dict(Message.objects.filter(public_id__in=wanted).values_list("public_id", "status")),
+        stuck=Message.objects.filter(status=Status.ACCEPTED).count(),
+    )
 
-    lost = [mid for mid, domain in wanted.items() if at_sink[f"<{mid}@{domain}>"] == 0]
-    duplicated = [mid for mid, domain in wanted.items() if at_sink[f"<{mid}@{domain}>"] > 1]
-    undelivered = [mid for mid in wanted if statuses.get(mid) != Status.DELIVERED]
-    stuck = Message.objects.filter(status=Status.ACCEPTED).count()
+
+# The invariants, one function each: what breaks it (empty: it holds).
+
+
+def lost(outcome: Outcome) -> list[str]:
+    return [mid for mid, domain in outcome.wanted.items() if outcome.copies(mid, domain) == 0]
+
+
+def duplicated(outcome: Outcome) -> list[str]:
+    return [mid for mid, domain in outcome.wanted.items() if outcome.copies(mid, domain) > 1]
+
+
+def undelivered(outcome: Outcome) -> list[str]:
+    from messaging.models import Status
+
+    return [mid for mid in outcome.wanted if outcome.statuses.get(mid) != Status.DELIVERED]
+
+
+def malformed_errors(outcome: Outcome) -> list[Answer]:
+    return [a for a in outcome.errors if a.status not in SPEC_ERROR_STATUSES or not _is_api_error(a)]
+
+
+def invalid_accepted(outcome: Outcome) -> list[Answer]:
+    return [a for a in outcome.accepted if a.kind.startswith("invalid:")]
+
+
+def valid_refused(outcome: Outcome) -> list[Answer]:
+    """A valid send may meet a database outage (503), nothing else."""
+    return [a for a in outcome.errors if not a.kind.startswith("invalid:") and a.status != 503]
+
+
+INVARIANTS: list[tuple[str, Callable[[Outcome], list]]] = [
+    ("lost (answered 200, never reached the sink)", lost),
+    ("duplicated at the sink", duplicated),
+    ("answered 200 but not delivered", undelivered),
+    ("error answers outside the spec (status or shape)", malformed_errors),
+    ("invalid bodies answered 200", invalid_accepted),
+    ("valid sends refused with something other than 503", valid_refused),
+]
+
+
+def _shown(items: list) -> list[str]:
+    return [item if isinstance(item, str) else f"{item.kind} {item.status} {item.body!r}" for item in items[:5]]
+
+
+def summary_of(outcome: Outcome) -> dict:
+    wanted = outcome.wanted
     expected_headers = {f"<{mid}@{domain}>" for mid, domain in wanted.items()}
-    unanswered_but_sent = sum(1 for header in at_sink if header not in expected_headers)
-    errors = [a for a in results.answers if a.status not in (None, 200)]
-    malformed = [a for a in errors if a.status not in SPEC_ERROR_STATUSES or not _is_api_error(a)]
-    invalid_accepted = [a for a in accepted if a.kind.startswith("invalid:")]
-    # A valid send may meet a database outage (503), nothing else.
-    valid_refused = [a for a in errors if not a.kind.startswith("invalid:") and a.status != 503]
-
-    for label, items in [
-        ("lost (answered 200, never reached the sink)", lost),
-        ("duplicated at the sink", duplicated),
-        ("answered 200 but not delivered", undelivered),
-        ("error answers outside the spec (status or shape)", malformed),
-        ("invalid bodies answered 200", invalid_accepted),
-        ("valid sends refused with something other than 503", valid_refused),
-    ]:
-        if items:
-            shown = [item if isinstance(item, str) else f"{item.kind} {item.status} {item.body!r}" for item in items]
-            failures.append(f"{len(items)} {label}: {shown[:5]}")
-    if stuck:
-        failures.append(f"{stuck} messages stuck accepted")
-    failures += [f"did not recover: {what}" for what in results.broken]
-
     summary = {
-        "sent": len(results.answers),
-        "accepted (200)": len(accepted),
-        "delivered (at the sink, by Message-ID)": sum(1 for mid, d in wanted.items() if at_sink[f"<{mid}@{d}>"]),
-        "duplicates": len(duplicated),
-        "lost": len(lost),
-        "stuck accepted": stuck,
-        "no answer (connection cut mid-request)": sum(1 for a in results.answers if a.status is None),
-        "delivered without a 200 (answer lost)": unanswered_but_sent,
-        "messages at the sink": sum(at_sink.values()),
+        "sent": len(outcome.answers),
+        "accepted (200)": len(outcome.accepted),
+        "delivered (at the sink, by Message-ID)": sum(1 for mid, d in wanted.items() if outcome.copies(mid, d)),
+        "duplicates": len(duplicated(outcome)),
+        "lost": len(lost(outcome)),
+        "stuck accepted": outcome.stuck,
+        "no answer (connection cut mid-request)": sum(1 for a in outcome.answers if a.status is None),
+        "delivered without a 200 (answer lost)": sum(1 for header in outcome.at_sink if header not in expected_headers),
+        "messages at the sink": sum(outcome.at_sink.values()),
     }
-    for status, count in sorted(Counter(a.status for a in errors).items()):
+    for status, count in sorted(Counter(a.status for a in outcome.errors).items()):
         summary[f"error answers {status}"] = count
-    for (kind, status), count in sorted(Counter((a.kind, str(a.status)) for a in results.answers).items()):
+    for (kind, status), count in sorted(Counter((a.kind, str(a.status)) for a in outcome.answers).items()):
         summary[f"{kind} answered {status}"] = count
-    return summary, failures
+    return summary
+
+
+def verify(results: Results, sink: SmtpSink) -> tuple[dict, list[str]]:
+    """The summary figures and the list of failed checks (empty: the soak passed)."""
+    outcome = outcome_read(results, sink)
+    failures = [f"{len(items)} {label}: {_shown(items)}" for label, check in INVARIANTS if (items := check(outcome))]
+    if outcome.stuck:
+        failures.append(f"{outcome.stuck} messages stuck accepted")
+    failures += [f"did not recover: {what}" for what in results.broken]
+    return summary_of(outcome), failures
 
 
 def report(

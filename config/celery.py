@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 app = Celery("mailservice")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.autodiscover_tasks(["messaging.outbound"])  # dispatch's tasks live with outbound (messaging/outbound/tasks.py)
 
 
 @task_prerun.connect
@@ -79,10 +80,10 @@ class DispatchLoopStep(bootsteps.StartStopStep):
         from django.conf import settings
         from django.db import connection
 
+        from messaging.outbound.direct.destinations import public_suffixes_load
         from messaging.outbound.loop import DispatchLoop, listening_database
-        from messaging.outbound.shaping import public_suffixes_load
+        from messaging.outbound.tasks import dispatch_woken
         from messaging.outbound.transports import is_direct_delivery
-        from messaging.tasks import dispatch_woken
 
         dispatches = settings.CELERY_TASK_DEFAULT_QUEUE in worker.app.amqp.queues.consume_from
         if not dispatches or connection.vendor != "postgresql":

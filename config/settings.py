@@ -385,30 +385,30 @@ MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
 MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 5)  # one per worker thread (Procfile)
 # The name given in EHLO to the relay or to recipients' MX hosts (unset: this machine's FQDN).
 MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
-# Direct delivery (EMAIL_URL=mx://, messaging/outbound/mx.py): the port MX hosts are reached on
+# Direct delivery (EMAIL_URL=mx://, messaging/outbound/direct/transport.py): the port MX hosts are reached on
 # (25; tests use unprivileged ones), and whether an MX may resolve to loopback, private or link-local
 # addresses (refused unless set: tests, a trusted LAN).
 MAILSERVICE_MX_PORT = env_int("MAILSERVICE_MX_PORT", 25)
 MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
 # Open connections to one destination (a recipient domain's MX hosts rolled up by registrable
-# domain, messaging/outbound/shaping.py) at once, over all its hosts, for the whole fleet.
+# domain, messaging/outbound/direct/destinations.py) at once, over all its hosts, for the whole fleet.
 MAILSERVICE_MX_CONNECTIONS = env_int("MAILSERVICE_MX_CONNECTIONS", 10)
-# Sessions kept open between batches, per worker process (messaging/outbound/mx_sessions.py): closed after
+# Sessions kept open between batches, per worker process (messaging/outbound/direct/sessions.py): closed after
 # IDLE_SECONDS unused (0: each batch closes its own), reused for at most SESSION_MESSAGES transactions,
 # at most IDLE_SESSIONS kept idle. An idle session keeps its destination's connection slot.
 MAILSERVICE_MX_SESSION_IDLE_SECONDS = env_float("MAILSERVICE_MX_SESSION_IDLE_SECONDS", 5.0)
 MAILSERVICE_MX_SESSION_MESSAGES = env_int("MAILSERVICE_MX_SESSION_MESSAGES", 100)
 MAILSERVICE_MX_IDLE_SESSIONS = env_int("MAILSERVICE_MX_IDLE_SESSIONS", 250)
 # Extra trust anchors (PEM) for verified TLS to others' servers, beside the system store: MTA-STS policy
-# fetches and the MX certificates a policy requires verified (messaging/outbound/mta_sts.py, mx_tls.py),
+# fetches and the MX certificates a policy requires verified (messaging/outbound/direct/mta_sts.py, tls_policy.py),
 # TLS reports' https: submissions.
 MAILSERVICE_TLS_CA_FILE = env_str("MAILSERVICE_TLS_CA_FILE")
 # The port MTA-STS policy hosts are fetched from (443; tests use unprivileged ones).
 MAILSERVICE_MTA_STS_PORT = env_int("MAILSERVICE_MTA_STS_PORT", 443)
-# TLS-RPT (RFC 8460, messaging/tls_reporting.py): the address daily TLS reports are sent from, on a
+# TLS-RPT (RFC 8460, messaging/tls_reports/sending.py): the address daily TLS reports are sent from, on a
 # verified sending domain (they must be DKIM-signed); unset, no report is sent.
 MAILSERVICE_TLSRPT_FROM = env_str("MAILSERVICE_TLSRPT_FROM")
-# Direct delivery's source addresses, `ADDR[=HELO],…` (messaging/outbound/sources.py): each MX connection
+# Direct delivery's source addresses, `ADDR[=HELO],…` (messaging/outbound/direct/sources.py): each MX connection
 # binds to one and gives its name in EHLO (default MAILSERVICE_HELO_NAME); the readiness check tests their SPF
 # and reverse DNS. Unset: the system's choice.
 MAILSERVICE_SOURCE_ADDRESSES = env_source_addresses("MAILSERVICE_SOURCE_ADDRESSES")
@@ -421,9 +421,9 @@ if (MAILSERVICE_WARMUP or 0) < 0 or MAILSERVICE_WARMUP_CEILING < 1:
         "MAILSERVICE_WARMUP must be a positive number of messages, MAILSERVICE_WARMUP_CEILING too"
     )
 # How many of a batch's destinations are sent to at once, each in a lane (thread) of its own, so a
-# slow destination delays only its own messages (messaging/outbound/dispatch.py, docs/delivery.md).
+# slow destination delays only its own messages (messaging/outbound/lanes.py, docs/delivery.md).
 MAILSERVICE_MX_PARALLEL_DESTINATIONS = env_int("MAILSERVICE_MX_PARALLEL_DESTINATIONS", 50)
-# --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/relay_limits.py) -----------------------
+# --- Delivery control (messaging/outbound/fairness.py, messaging/outbound/fleet_limits.py) -----------------------
 # The relay's limits, shared by every worker through Redis (in-process without REDIS_URL).
 # RATE: messages per second for the whole fleet (unset: unlimited); CONNECTIONS: open relay
 # connections at once (unset: no cap). A "slow down" answer halves the effective rate; it climbs
@@ -455,7 +455,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": MAILSERVICE_RETENTION_PURGE_INTERVAL,
         "options": {"expires": MAILSERVICE_RETENTION_PURGE_INTERVAL},
     },
-    # Every domain's readiness check, kept for its console page (messaging/readiness.py).
+    # Every domain's readiness check, kept for its console page (messaging/readiness/check.py).
     "readiness-daily": {"task": "messaging.readiness_check", "schedule": 86400.0, "options": {"expires": 3600.0}},
     # The console dashboard's hourly and daily counts (messaging/aggregates.py).
     "status-counts-rollup": {"task": "messaging.status_counts_rollup", "schedule": 60.0, "options": {"expires": 60.0}},

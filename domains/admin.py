@@ -1,8 +1,9 @@
 """Domains in the console: state and usage at a glance, DNS records to publish, the sending switches.
 
-What the page shows of the mail itself (bounce and complaint rates, the relay's rate, held destinations,
-the refusal to delete a domain with messages) is added by messaging/admin.py, which registers its
-subclass of DomainAdmin: domains sits below messaging and never imports it."""
+DomainAdmin is the page's domains side, and is not registered here: what the page shows of the mail
+itself (bounce and complaint rates, the relay's rate, held destinations, the refusal to delete a domain
+with messages) is added by messaging/admin/domains.py, which registers its subclass of DomainAdmin as
+the one domain page: domains sits below messaging and never imports it."""
 
 from typing import Any
 
@@ -71,7 +72,6 @@ class DomainChangeList(ChangeList):
             domain.globally_paused = globally_paused
 
 
-@admin.register(Domain)
 class DomainAdmin(ConsoleModelAdmin):
     list_display = ["name", "verification", "sending", "usage"]
     list_display_links = ["name"]

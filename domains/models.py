@@ -156,7 +156,7 @@ class DailyUsage(models.Model):
 
 
 class DomainReadiness(models.Model):
-    """The last readiness check of a domain (domains/readiness.py, messaging/readiness.py): kept so the
+    """The last readiness check of a domain (messaging/readiness/): kept so the
     console shows it without asking DNS on every view; the daily check and `check_readiness` replace it."""
 
     domain = models.OneToOneField(Domain, on_delete=models.CASCADE, related_name="readiness")

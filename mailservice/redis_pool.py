@@ -13,7 +13,7 @@ process id), so every thread of the process shares them.
 The pool blocks: a thread finding all of its CONNECTIONS in use waits for one (up to WAIT_SECONDS)
 rather than failing. Hundreds of lane threads, each holding a connection from its command until it
 gets the GIL back to read the reply, went past redis-py's default cap of 100 and raised "Too many
-connections". The fleet's limits (messaging/outbound/relay_limits.py) use `process_client` too.
+connections". The fleet's limits (messaging/outbound/fleet_limits.py) use `process_client` too.
 """
 
 import threading

@@ -7,8 +7,9 @@ class MessagingConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from messaging.outbound.mx import validate_mx_url
-        from messaging.outbound.transports import RelayConfig, is_direct_delivery
+        from messaging.outbound.direct.transport import validate_mx_url
+        from messaging.outbound.smtp_client import RelayConfig
+        from messaging.outbound.transports import is_direct_delivery
 
         # A mistyped EMAIL_URL stops the web server and the worker at start, not at the first send.
         if settings.EMAIL_URL and is_direct_delivery(settings.EMAIL_URL):

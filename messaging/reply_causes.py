@@ -1,7 +1,7 @@
 """Why a receiver refused or deferred mail: a `cause` read from its reply's codes, and for an
-authentication refusal the readiness check to fix (domains/readiness.py, messaging/readiness.py).
+authentication refusal the readiness check to fix (messaging/readiness/dns_checks.py, messaging/readiness/check.py).
 
-One classifier for both places a reply is read: dispatch's SMTP replies (messaging/outbound/dispatch.py)
+One classifier for both places a reply is read: dispatch's SMTP replies (messaging/outbound/outcomes.py)
 and the reports that come back later (DSNs, messaging/inbound/services.py). A table read top to
 bottom, first match wins: the providers' own codes, then RFC 3463's classes, then words of the text
 (blocklists, rates), then the class of the code; a failure nothing explains is `other`.
@@ -41,7 +41,7 @@ TEXT_LIMIT = 2000
 STATUS = re.compile(r"[45]\.\d{1,3}\.\d{1,3}")
 STATUS_IN_TEXT = re.compile(r"\b[45]\.\d{1,3}\.\d{1,3}\b")
 
-# Readiness check ids (domains/readiness.py) an authentication refusal points at.
+# Readiness check ids (messaging/readiness/dns_checks.py) an authentication refusal points at.
 DMARC, SPF, DKIM, PTR, ALIGNMENT = "dmarc", "spf", "dkim", "ptr", "alignment"
 FIX_CHECKS = (SPF, DKIM, DMARC, ALIGNMENT, PTR)
 

@@ -9,7 +9,6 @@ from django.utils import timezone
 from domains.models import Domain
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.mailbox import comparison_key
-from messaging.inbound.parsing import attachment_parts, decode_header_value, parse_bytes, part_bytes, storable
 from messaging.models import (
     DailyMessageCount,
     Direction,
@@ -23,6 +22,7 @@ from messaging.models import (
     TlsReportFailure,
     message_by_public_id,
 )
+from messaging.rfc5322.parsing import attachment_parts, decode_header_value, parse_bytes, part_bytes, storable
 
 _CURSOR_SALT = "messaging.message_list.cursor"
 # Columns a list item needs: bodies and raw source stay on disk.

@@ -12,7 +12,7 @@ from mailservice.errors import ApiError, ErrorCode, PermissionDenied
 from mailservice.mailbox import InvalidAddress, parse_address
 from messaging import sql
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
-from messaging.tasks import dispatch_enqueue
+from messaging.outbound.tasks import dispatch_enqueue
 from templates_app.models import TemplateVersion
 from templates_app.selectors import template_version_for_send
 from templates_app.services import Variables, template_render

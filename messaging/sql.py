@@ -6,7 +6,7 @@ twin in a single round trip, and is named after the service it speeds up.
 - messages_insert_in_one_statement: POST /v1/send/batch's INSERTs of the messages and their events
   (messaging.services.messages_store; twin: two bulk_create).
 - dispatch_record_in_one_statement: a dispatch outcome's fenced UPDATE and event INSERTs
-  (messaging.outbound.dispatch._record; twin: its transaction).
+  (messaging.outbound.outcomes.record_outcome; twin: its transaction).
 - inbound_store_in_one_statement: received mail for every verified recipient domain
   (messaging.inbound.services._store_on_verified_domains; twin: its transaction).
 
@@ -202,7 +202,7 @@ def _messages_insert_statement() -> str:
     )
 
 
-# --- messaging.outbound.dispatch._record --------------------------------------------------------------------
+# --- messaging.outbound.outcomes.record_outcome --------------------------------------------------------------------
 
 
 _EVENT_RECORD_FIELDS = [field.name for field in dataclasses.fields(EventRecord)]

@@ -1,61 +1,25 @@
-"""Celery tasks for dispatch: thin wrappers around messaging/outbound/dispatch.py.
-
-acks_late with reject_on_worker_lost (config/settings.py): a worker killed mid-task leaves the
-task to be redelivered, and the claim in dispatch makes the redelivery harmless.
+"""messaging's periodic Celery tasks: the status counts' roll-up, retention, idempotency keys, the day's
+TLS reports and the readiness check; thin wrappers around the services that do the work. Dispatch's own
+tasks are outbound's (messaging/outbound/tasks.py).
 """
 
 import logging
 
 from celery import shared_task
-from kombu.exceptions import OperationalError
 
 from mailservice.errors import ValidationFailed
 from messaging import aggregates
 from messaging.idempotency import idempotency_purge
-from messaging.outbound import dispatch
-from messaging.readiness import readiness_check_all
+from messaging.readiness.check import readiness_check_all
 from messaging.retention import messages_purge, report_data_purge
+from messaging.tls_reports.sending import previous_utc_day, tls_reports_send
 
 logger = logging.getLogger(__name__)
-
-
-@shared_task(name="messaging.dispatch")
-def dispatch_task(public_id: str | None = None) -> int:
-    return dispatch.dispatch_batch(public_id=public_id, on_slow_down=_continue_later)
-
-
-def dispatch_woken() -> dispatch.BatchCounts:
-    """A batch for a woken thread of the dispatch loop (messaging/outbound/loop.py), as dispatch_task would send it."""
-    return dispatch.dispatch_batch_counted(on_slow_down=_continue_later)
-
-
-def _continue_later() -> None:
-    """A batch the relay asked to slow down in gave its rest back: a task to pick it up at the lowered rate."""
-    try:
-        dispatch_task.apply_async(countdown=dispatch.SLOW_DOWN_RETRY_SECONDS, retry=False)
-    except (OperationalError, OSError) as exc:
-        logger.warning("dispatch: follow-up after a slow-down not queued (the sweeper will pick it up): %s", exc)
-
-
-@shared_task(name="messaging.dispatch_sweep")
-def dispatch_sweep_task() -> int:
-    return dispatch.dispatch_sweep(enqueue=lambda: dispatch_task.apply_async(retry=False))
 
 
 @shared_task(name="messaging.status_counts_rollup")
 def status_counts_rollup_task() -> int:
     return aggregates.status_counts_rollup()
-
-
-def dispatch_enqueue(*, public_id: str) -> None:
-    """Queue the dispatch of a just-committed message; a broker outage is logged, not raised.
-
-    The message is stored with `next_attempt_at` set, so the sweeper sends it once the broker is back.
-    """
-    try:
-        dispatch_task.apply_async(args=(public_id,), retry=False)
-    except (OperationalError, OSError) as exc:
-        logger.warning("dispatch of %s not queued (the sweeper will pick it up): %s", public_id, exc)
 
 
 @shared_task(name="messaging.retention_purge")
@@ -72,9 +36,6 @@ def idempotency_purge_task() -> int:
 @shared_task(name="messaging.tls_reports_send")
 def tls_reports_send_task() -> int:
     """Yesterday's (UTC) TLS reports; returns how many submissions were made or skipped."""
-    # Imported here: it stores messages through messaging.services, which imports this module.
-    from messaging.tls_reporting import previous_utc_day, tls_reports_send
-
     try:
         results = tls_reports_send(day=previous_utc_day())
     except ValidationFailed as exc:

@@ -1,3 +1,5 @@
+import re
+
 from django.core.validators import RegexValidator
 from django.db import models
 
@@ -6,6 +8,8 @@ from mailservice.ids import public_id
 
 # As in the spec (ECMA-262): `\Z`, because Python's `$` would also match before a final newline.
 SLUG_PATTERN = r"\A[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z"
+# A variable in a template's subject or body: {{ name }}.
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z][A-Za-z0-9_]{0,49})\s*\}\}")
 
 
 def _template_public_id() -> str:

@@ -2,8 +2,7 @@ from django.db.models import Q
 
 from domains.models import Domain
 from mailservice.errors import ErrorCode, ValidationFailed
-from templates_app.models import Template, TemplateVersion
-from templates_app.services import PLACEHOLDER
+from templates_app.models import PLACEHOLDER, Template, TemplateVersion
 
 
 def template_version_for_send(*, domain: Domain, reference: str, version: int | None) -> TemplateVersion:

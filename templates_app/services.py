@@ -9,9 +9,7 @@ from django.utils import timezone
 
 from domains.models import Domain
 from mailservice.errors import ErrorCode, ValidationFailed
-from templates_app.models import Template, TemplateVersion
-
-PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z][A-Za-z0-9_]{0,49})\s*\}\}")
+from templates_app.models import PLACEHOLDER, Template, TemplateVersion
 
 Variables = dict[str, str | int | float | bool]
 

@@ -7,7 +7,7 @@ from rest_framework.test import APIClient
 
 from apikeys.models import ApiKey, Permission
 from domains.models import Domain
-from messaging.outbound.mx_sessions import idle_sessions
+from messaging.outbound.direct.sessions import idle_sessions
 from tests.factories import ApiKeyFactory, DomainFactory
 
 # The live-process harness: its fixtures (live_web, live_inbound, live_sink) and, for a failed
@@ -47,7 +47,7 @@ def _isolated_cache():
     """Rate-limit counters and other cache state never leak between tests."""
     from django.core.cache import cache
 
-    from messaging.outbound.shaping import noted_recently
+    from messaging.outbound.direct.destinations import noted_recently
 
     cache.clear()
     noted_recently.clear()

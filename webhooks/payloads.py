@@ -10,7 +10,9 @@ from typing import Any
 
 from django.urls import reverse
 
-from messaging.inbound.parsing import (
+from messaging.models import DmarcRecord, DmarcReport, Message, MessageEvent, Status
+from messaging.models import EventType as MessageEventType
+from messaging.rfc5322.parsing import (
     addresses,
     attachment_parts,
     decode_header_value,
@@ -20,8 +22,6 @@ from messaging.inbound.parsing import (
     part_text,
     storable,
 )
-from messaging.models import DmarcRecord, DmarcReport, Message, MessageEvent, Status
-from messaging.models import EventType as MessageEventType
 from messaging.wire import message_wire
 from webhooks.links import link_sign
 from webhooks.models import EventType

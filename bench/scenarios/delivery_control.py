@@ -259,7 +259,7 @@ def _slow_down_run(ctx: Context, args: argparse.Namespace) -> dict:
     from domains.models import Domain
     from domains.services import domain_create
     from messaging.models import EventType, MessageEvent, Status
-    from messaging.outbound.relay_limits import relay_rate_status
+    from messaging.outbound.fleet_limits import relay_rate_status
 
     rate, count, throttle_seconds = args.throttled_rate, args.messages, args.throttle_seconds
     tag = secrets.token_hex(3)

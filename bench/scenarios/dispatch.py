@@ -240,7 +240,8 @@ def _ceiling(count: int, port: int, sink_pid: int) -> Run:
     """The same message, rendered once and unsigned, over one smtplib connection."""
     from django.conf import settings
 
-    from messaging.outbound.mime import envelope_for, render_message
+    from messaging.outbound.envelope import envelope_for
+    from messaging.rfc5322.rendering import render_message
 
     message = _bench_message()
     data = render_message(message).data
@@ -340,7 +341,7 @@ def _message_work() -> MessageWork:
     from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
     from messaging.outbound.dkim import dkim_sign
-    from messaging.outbound.mime import render_message
+    from messaging.rfc5322.rendering import render_message
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     signing_input = b"from:" + SENDER.encode() + b"\r\n" + b"x" * 600  # headers and the DKIM-Signature tags

@@ -109,7 +109,7 @@ def _fresh_fleet_state() -> None:
     of 10 of the 50 domains and polled for slots (90,000 polls in one run of 4,000 messages)."""
     from django.conf import settings
 
-    from messaging.outbound.relay_limits import shared_redis
+    from messaging.outbound.fleet_limits import shared_redis
 
     if not settings.REDIS_URL:
         return  # the state is in the workers' processes, which end with the run

@@ -31,8 +31,9 @@ from django.conf import settings
 from django.db import DataError
 
 from mailservice import metrics
-from messaging.inbound.parsing import UnparsableMessage
-from messaging.inbound.services import RouteKind, inbound_deliver, recipient_route
+from messaging.inbound.routing import RouteKind, recipient_route
+from messaging.inbound.services import inbound_deliver
+from messaging.rfc5322.parsing import UnparsableMessage
 from messaging.smtpd import in_thread, serve_until_signalled, with_connection
 
 logger = logging.getLogger(__name__)

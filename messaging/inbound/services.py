@@ -1,14 +1,5 @@
-"""What the inbound SMTP server does with mail: route recipients, store received mail, apply reports.
-
-Three kinds of recipient are accepted:
-- an address on a verified domain: the mail is stored as a `received` message of that domain;
-- the VERP return path `bounces+<message id>.<tag>@<return-path domain>` (messaging.verp): the
-  mail is a bounce or a complaint about that sent message;
-- `dmarc-reports@` and `tls-reports@` the return-path domain: DMARC aggregate and SMTP TLS reports,
-  stored per domain (messaging/inbound/aggregate/);
-- any other address at the return-path domain (e.g. the address registered with a provider's
-  feedback loop): a report matched to a sent message by the Message-ID it quotes.
-Everything else is refused at RCPT, so the server never relays.
+"""What the inbound SMTP server does with mail: store received mail, apply reports. Which recipients are
+accepted, and as what, is routing.py's.
 
 A report only changes the state of a recipient whose delivery it proves (`_proven_recipient`):
 - at a recipient's own signed return path (`bounces+<id>.<index>.<tag>@`), that recipient, whatever
@@ -33,22 +24,27 @@ from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from datetime import timedelta
 from email.message import Message as EmailMessage
-from enum import StrEnum
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from domains.models import Domain
-from domains.readiness import REPORT_MAILBOX, TLS_REPORT_MAILBOX
 from mailservice import metrics
-from mailservice.mailbox import InvalidAddress, canonical_domain, comparison_key, parse_address
+from mailservice.mailbox import InvalidAddress, comparison_key, parse_address
 from messaging import sql
 from messaging.inbound.aggregate.services import aggregate_read, aggregate_store
-from messaging.inbound.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
 from messaging.inbound.reports.reading import LINE_LIMIT
 from messaging.inbound.reports.status_codes import SMTP_REPLY
+from messaging.inbound.routing import (
+    NO_VERP,
+    RouteKind,
+    address_split,
+    return_path_domain,
+    route_by_address,
+    route_off_verified_domains,
+)
 from messaging.models import (
     SUBMITTED,
     AggregateKind,
@@ -63,79 +59,16 @@ from messaging.models import (
     message_by_public_id,
 )
 from messaging.reply_causes import NO_CAUSE, Explained, explain
+from messaging.rfc5322.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.safeguards import safeguard_check
 from messaging.suppressions import suppression_add
-from messaging.verp import UNSIGNED_GRACE, VERP_PREFIX, VerpId, verp_parse
+from messaging.verp import UNSIGNED_GRACE, VerpId
 
 logger = logging.getLogger(__name__)
-
-NO_VERP = VerpId("", signed=False)
 # What is parsed of a message: its headers, text and any report come first, so only its first
 # bytes are read (the raw source is always stored whole). Parsing all of a 20 MiB attachment cost
 # ten times its size in memory and seconds of CPU for fields nobody reads.
 PARSE_BYTES = 2 * 1024 * 1024
-
-
-class RouteKind(StrEnum):
-    RECEIVED = "received"
-    REPORT = "report"
-    AGGREGATE = "aggregate"  # a DMARC aggregate or SMTP TLS report
-    REFUSED = "refused"
-
-
-_AGGREGATE_MAILBOXES = {REPORT_MAILBOX: AggregateKind.DMARC, TLS_REPORT_MAILBOX: AggregateKind.TLS}
-
-
-@dataclass(frozen=True)
-class Route:
-    kind: RouteKind
-    domain: Domain | None = None  # the receiving domain (RECEIVED)
-    verp: VerpId = NO_VERP  # the message a VERP address names (REPORT)
-    aggregate: AggregateKind | None = None  # which aggregate report (AGGREGATE)
-
-
-def _split(address: str) -> tuple[str, str]:
-    """(local part, canonical domain); the domain is '' when it is not a valid domain name."""
-    local, _, domain = address.strip().strip("<>").rpartition("@")
-    try:
-        return local, canonical_domain(domain, trailing_dot=True)
-    except InvalidAddress:
-        return local, ""
-
-
-def _return_path_domain() -> str:
-    configured = settings.MAILSERVICE_RETURN_PATH_DOMAIN
-    return canonical_domain(configured, trailing_dot=True) if configured else ""
-
-
-def _route_by_address(local: str, domain_name: str) -> Route | None:
-    """The route the address alone decides (malformed, or a VERP return path); None when its domain decides."""
-    if not local or not domain_name:
-        return Route(RouteKind.REFUSED)
-    if domain_name != _return_path_domain():
-        return None
-    tag, plus, suffix = local.lower().partition("+")
-    if tag == VERP_PREFIX:
-        return Route(RouteKind.REPORT, verp=verp_parse(suffix) if plus else NO_VERP)
-    if local.lower() in _AGGREGATE_MAILBOXES:
-        return Route(RouteKind.AGGREGATE, aggregate=_AGGREGATE_MAILBOXES[local.lower()])
-    return None
-
-
-def _route_off_verified_domains(domain_name: str) -> Route:
-    """The route of an address whose domain is not a verified domain."""
-    return Route(RouteKind.REPORT) if domain_name == _return_path_domain() else Route(RouteKind.REFUSED)
-
-
-def recipient_route(*, address: str) -> Route:
-    local, domain_name = _split(address)
-    route = _route_by_address(local, domain_name)
-    if route is not None:
-        return route
-    domain = Domain.objects.filter(name=domain_name, verified=True).first()
-    if domain is not None:
-        return Route(RouteKind.RECEIVED, domain=domain)
-    return _route_off_verified_domains(domain_name)
 
 
 @dataclass(frozen=True)
@@ -302,7 +235,7 @@ _EVENT = {
     ReportedOutcome.DELAY: EventType.DELAYED,
     ReportedOutcome.COMPLAINT: EventType.COMPLAINED,
 }
-# Hard or soft, as the report's classification (messaging/inbound/reports.py) decided it.
+# Hard or soft, as the report's classification (messaging/inbound/reports/, `classify`) decided it.
 _BOUNCE_TYPE = {ReportedOutcome.BOUNCE: BounceType.HARD, ReportedOutcome.SOFT_BOUNCE: BounceType.SOFT}
 _SUPPRESSION_REASON = {
     ReportedOutcome.BOUNCE: SuppressionReason.BOUNCE,
@@ -474,8 +407,8 @@ def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) ->
     verps: dict[VerpId, str] = {}  # one report per VERP id, even if several of its addresses were recipients
     aggregates: set[AggregateKind] = set()  # each kind once, however many of its addresses were recipients
     for address in recipients:
-        local, domain_name = _split(address)
-        route = _route_by_address(local, domain_name)
+        local, domain_name = address_split(address)
+        route = route_by_address(local, domain_name)
         if route is None:
             by_domain.setdefault(domain_name, []).append(address)
         elif route.kind == RouteKind.REPORT:
@@ -486,7 +419,7 @@ def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) ->
     aggregate_reads = [aggregate_read(kind=kind, raw=raw) for kind in sorted(aggregates)]
     refused: list[str] = []
     # Received mail alone is stored by one atomic statement; reports take several, in a transaction.
-    several = verps or aggregate_reads or _return_path_domain() in by_domain
+    several = verps or aggregate_reads or return_path_domain() in by_domain
     with transaction.atomic() if several else nullcontext():
         for read in aggregate_reads:
             aggregate_store(read=read, envelope_from=envelope_from, raw=raw)
@@ -494,7 +427,7 @@ def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) ->
         for domain_name, addresses in by_domain.items():
             if domain_name in stored:
                 continue
-            if _route_off_verified_domains(domain_name).kind == RouteKind.REPORT:
+            if route_off_verified_domains(domain_name).kind == RouteKind.REPORT:
                 for address in addresses:
                     verps.setdefault(NO_VERP, address)
             else:

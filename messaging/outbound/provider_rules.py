@@ -3,7 +3,7 @@
 A small table, read top to bottom, first match wins. Each rule names the reply code(s), the
 enhanced status (RFC 3463) it matches (exactly, or a detail range), and optionally a marker in the
 text. A THROTTLE: the receiver (or the relay) asks to send more slowly. Dispatch lowers the
-destination's rate (messaging/outbound/relay_limits.py), puts the message back without using an
+destination's rate (messaging/outbound/fleet_limits.py), puts the message back without using an
 attempt and retries within seconds, at any stage of the conversation (greeting, MAIL, RCPT, DATA).
 Why a reply refused or deferred mail (authentication, reputation, rate, ...) is another question,
 answered for every failure reply by messaging/reply_causes.py.
@@ -26,7 +26,7 @@ not a rate; 452 4.2.2 (mailbox full) is about one mailbox: both stay ordinary te
 
 from dataclasses import dataclass
 
-from messaging.outbound.transports import Reply
+from messaging.outbound.envelope import Reply
 
 
 @dataclass(frozen=True)

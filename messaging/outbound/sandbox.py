@@ -8,7 +8,7 @@ sees what production would.
 """
 
 from messaging.models import BounceType, EventRecord, EventType, Status
-from messaging.outbound.transports import Reply
+from messaging.outbound.envelope import Reply
 from messaging.reply_causes import explain
 
 SIMULATOR_DOMAIN = "simulator.test"

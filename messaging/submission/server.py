@@ -41,7 +41,7 @@ from apikeys.services import key_prefix_of
 from mailservice.errors import ApiError, ErrorCode
 from mailservice.mailbox import is_mailbox
 from mailservice.ratelimit import failure_counted, failures_wait, request_counted
-from messaging.outbound.mime import single_line
+from messaging.rfc5322.rendering import single_line
 from messaging.smtpd import in_thread, serve_until_signalled
 from messaging.submission.services import (
     Submitter,

@@ -4,7 +4,7 @@ The rules are POST /v1/send's (messaging.services.send_permitted and message_sto
 order, raising the same ApiErrors; the server translates them into SMTP replies. The message is
 stored as submitted (`raw`) with its envelope (`envelope_from`, `envelope_recipients`, who alone
 receive it), and with the fields the API lists: From, To, Cc and Subject from the header, the
-text/plain part as `text`. Dispatch sends the stored MIME (messaging.outbound.submitted.submitted_wire).
+text/plain part as `text`. Dispatch sends the stored MIME (messaging.rfc5322.submitted.submitted_wire).
 A test key's message is a test message, as over HTTP: stored `is_test`, never handed to the relay,
 its outcome simulated (messaging/outbound/sandbox.py), no allowance counted, read only by test keys.
 """
@@ -16,10 +16,10 @@ from django.utils import timezone
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_authenticate
 from mailservice.errors import ErrorCode, PermissionDenied
-from messaging.inbound.parsing import body_text, parse_bytes, storable
 from messaging.models import Direction, Message, Status
+from messaging.rfc5322.parsing import body_text, parse_bytes, storable
+from messaging.rfc5322.submitted_headers import parse_submitted, refuse_bare_line_breaks
 from messaging.services import message_store, send_permitted
-from messaging.submission.mime import parse_submitted, refuse_bare_line_breaks
 
 USER_NAME = b"apikey"
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from messaging.outbound import relay_limits
-from messaging.outbound.shaping import DestinationGate
-from messaging.outbound.transports import Reply, SendResult
+from messaging.outbound import fleet_limits
+from messaging.outbound.direct.destinations import DestinationGate
+from messaging.outbound.envelope import Reply, SendResult
 
 pytestmark = pytest.mark.django_db
 
@@ -18,8 +18,8 @@ PAGE = "/admin/domains/domain/destinations/"
 
 @pytest.fixture(autouse=True)
 def _fresh_local_state(monkeypatch):
-    monkeypatch.setattr(relay_limits, "_local", relay_limits._LocalState())
-    monkeypatch.setattr(relay_limits, "_destinations", {})
+    monkeypatch.setattr(fleet_limits, "_local", fleet_limits._LocalState())
+    monkeypatch.setattr(fleet_limits, "_destinations", {})
 
 
 def row(page: str, name: str) -> str:
@@ -33,7 +33,7 @@ def test_a_throttled_destination_shows_its_hosts_lowered_rate_and_last_error(ope
     settings.MAILSERVICE_MX_CONNECTIONS = 3
     gate = DestinationGate()
     for _ in range(30):  # traffic before the slow-down, so that halving it shows
-        relay_limits.permit("google.com")
+        fleet_limits.permit("google.com")
     time.sleep(0.3)
     gate.note("google.com", ["aspmx.l.google.com", "alt1.aspmx.l.google.com"])
     gate.note("calm.example", ["calm.example"])

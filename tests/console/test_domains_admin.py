@@ -12,7 +12,7 @@ from domains.models import DailyUsage, DkimKeyState, Domain, SendingControl
 from domains.services import sending_pause
 from mailservice.encryption import decrypt_secret
 from messaging.models import Status
-from messaging.outbound.relay_limits import relay_slow_down
+from messaging.outbound.fleet_limits import relay_slow_down
 from tests.factories import DomainFactory, MessageFactory, _shared_dkim_key_pair
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from django.utils import timezone
 from domains.dns import dkim_record
 from domains.models import DkimKeyState, DomainReadiness
 from messaging.models import CountedEvent, DailyStatusCount
-from messaging.readiness import complaint_rate_check, domain_readiness, source_addresses
+from messaging.readiness.check import complaint_rate_check, domain_readiness, source_addresses
 from messaging.tasks import readiness_check_task
 from tests.dns_server import dns_server
 from tests.factories import DomainFactory

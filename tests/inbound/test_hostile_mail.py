@@ -16,10 +16,10 @@ from functools import partial
 import pytest
 from django.test import override_settings
 
-from messaging.inbound.parsing import parse_received
 from messaging.inbound.reports import classify
 from messaging.inbound.services import inbound_deliver, inbound_parse
 from messaging.models import Direction, EventType, Message
+from messaging.rfc5322.parsing import parse_received
 from tests.factories import MessageFactory
 from tests.harness import child_server, serves_smtp
 from tests.inbound.mail import RETURN_PATH_DOMAIN, verp_address

@@ -3,9 +3,10 @@
 import pytest
 from django.test import override_settings
 
-from messaging.inbound.parsing import html_to_text, parse_received
-from messaging.inbound.services import RouteKind, inbound_deliver, recipient_route
+from messaging.inbound.routing import RouteKind, recipient_route
+from messaging.inbound.services import inbound_deliver
 from messaging.models import Direction, EventType, Message, Status
+from messaging.rfc5322.parsing import html_to_text, parse_received
 from tests.factories import DomainFactory
 from tests.inbound.mail import RETURN_PATH_DOMAIN
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from messaging.inbound.services import inbound_deliver
 from messaging.models import EventType, Message, MessageEvent, Status, Suppression, SuppressionReason
-from messaging.outbound.dispatch import _suppressed
+from messaging.outbound.attempt import suppressed_in
 from messaging.selectors import recipient_outcomes
 from messaging.verp import verp_tag
 from tests.factories import MessageFactory
@@ -141,10 +141,10 @@ def test_three_soft_bounces_suppress_the_address_for_seven_days(domain):
     entry = Suppression.objects.get()
     assert (entry.address, entry.reason) == ("full@example.org", SuppressionReason.SOFT_BOUNCE)
     assert timedelta(days=6, hours=23) < entry.expires_at - timezone.now() <= timedelta(days=7)
-    assert _suppressed([message]) == {(domain.pk, "full@example.org")}
+    assert suppressed_in([message]) == {(domain.pk, "full@example.org")}
 
     Suppression.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert _suppressed([message]) == set()  # lapsed: the address is mailed again
+    assert suppressed_in([message]) == set()  # lapsed: the address is mailed again
 
     deliver(wire_bytes(dsn(message=message, recipient="full@example.org")), verp_address(message))
     entry.refresh_from_db()

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from messaging.inbound.parsing import addresses, parse_bytes, part_text, subparts
 from messaging.inbound.reports import Report, ReportedOutcome, classify
+from messaging.rfc5322.parsing import addresses, parse_bytes, part_text, subparts
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "bounces" / "sisimai"
 # Rows read differently, with the reason (CORRECTIONS.md beside the table).

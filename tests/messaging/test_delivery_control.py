@@ -13,18 +13,18 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from messaging.models import EventType, Message, Status
-from messaging.outbound import relay_limits
-from messaging.outbound.destinations import BatchHolds, held_destinations
+from messaging.outbound import fleet_limits
 from messaging.outbound.dispatch import dispatch_batch, dispatch_claim
+from messaging.outbound.domain_holds import BatchHolds, held_destinations
+from messaging.outbound.envelope import Reply, SendResult
 from messaging.outbound.fairness import _pending_domains
-from messaging.outbound.relay_limits import (
+from messaging.outbound.fleet_limits import (
     is_slow_down,
     relay_connection_slot,
     relay_permit,
     relay_rate_status,
     relay_slow_down,
 )
-from messaging.outbound.transports import Reply, SendResult
 from tests.factories import DomainFactory, MessageFactory
 from tests.harness import smtp_sink
 
@@ -38,7 +38,7 @@ def queue(domain, count: int, **fields) -> list[Message]:
 
 @pytest.fixture(autouse=True)
 def _fresh_local_state(monkeypatch):
-    monkeypatch.setattr(relay_limits, "_local", relay_limits._LocalState())
+    monkeypatch.setattr(fleet_limits, "_local", fleet_limits._LocalState())
 
 
 # --- fair claims ---------------------------------------------------------------------------------
@@ -144,13 +144,13 @@ def test_without_a_rate_a_process_asks_redis_once_per_recheck_interval(settings,
     if not settings.REDIS_URL:
         pytest.skip("the in-process limits make no round trip to skip")
     asked = []
-    script = relay_limits._scripts()[0]
-    monkeypatch.setattr(relay_limits, "_scripts", lambda: (lambda **kw: asked.append(kw) or script(**kw),))
+    script = fleet_limits._scripts()[0]
+    monkeypatch.setattr(fleet_limits, "_scripts", lambda: (lambda **kw: asked.append(kw) or script(**kw),))
     for _ in range(200):
         relay_permit()
 
     assert len(asked) == 1
-    time.sleep(relay_limits.UNLIMITED_RECHECK)
+    time.sleep(fleet_limits.UNLIMITED_RECHECK)
     relay_permit()
     assert len(asked) == 2 and asked[1]["args"][3] == 200  # the messages sent unasked are counted
 
@@ -164,9 +164,9 @@ def test_a_slow_down_elsewhere_reaches_an_unlimited_process_within_the_recheck_i
         time.sleep(0.01)
     relay_slow_down(reply="421 4.7.0 too many messages")
     # This process heard "unlimited" just before another one got the slow-down answer.
-    relay_limits._local.unlimited_until = time.monotonic() + relay_limits.UNLIMITED_RECHECK
+    fleet_limits._local.unlimited_until = time.monotonic() + fleet_limits.UNLIMITED_RECHECK
 
-    time.sleep(relay_limits.UNLIMITED_RECHECK)
+    time.sleep(fleet_limits.UNLIMITED_RECHECK)
     started = time.monotonic()
     for _ in range(6):
         relay_permit()

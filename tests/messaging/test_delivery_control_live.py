@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from messaging.models import Direction, Message, Status
-from messaging.outbound.relay_limits import relay_rate_status
+from messaging.outbound.fleet_limits import relay_rate_status
 from tests.factories import DomainFactory
 from tests.harness import FAST_DISPATCH, SmtpSink, celery_worker, smtp_sink, wait_until
 

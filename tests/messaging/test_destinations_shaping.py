@@ -17,14 +17,16 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from messaging.models import EventType, Message, Status
-from messaging.outbound import relay_limits, shaping
-from messaging.outbound.dispatch import FREE_THROTTLES, dispatch_batch
-from messaging.outbound.mx import MxTransport
-from messaging.outbound.mx_sessions import idle_sessions
+from messaging.outbound import fleet_limits
+from messaging.outbound.direct import destinations
+from messaging.outbound.direct.destinations import destination_list, destination_of, destination_status
+from messaging.outbound.direct.sessions import idle_sessions
+from messaging.outbound.direct.transport import MxTransport
+from messaging.outbound.dispatch import dispatch_batch
+from messaging.outbound.envelope import Envelope, Reply, SendResult
+from messaging.outbound.fleet_limits import permit, relay_rate_status
+from messaging.outbound.outcomes import FREE_THROTTLES
 from messaging.outbound.provider_rules import is_throttle
-from messaging.outbound.relay_limits import permit, relay_rate_status
-from messaging.outbound.shaping import destination_list, destination_of, destination_status
-from messaging.outbound.transports import Envelope, Reply, SendResult
 from tests.dns_server import Zone, dns_server
 from tests.factories import MessageFactory
 from tests.harness import SmtpSink, busy_greeter, free_port, smtp_sink
@@ -37,8 +39,8 @@ RELAY_BUSY = b"421 4.7.0 mail.relay.test Error: too many connections from 127.0.
 
 @pytest.fixture(autouse=True)
 def _fresh_local_state(monkeypatch, settings):
-    monkeypatch.setattr(relay_limits, "_local", relay_limits._LocalState())
-    monkeypatch.setattr(relay_limits, "_destinations", {})
+    monkeypatch.setattr(fleet_limits, "_local", fleet_limits._LocalState())
+    monkeypatch.setattr(fleet_limits, "_destinations", {})
     # A slow-down never drops the rate below this: permits stay 10 ms apart, so the tests stay fast.
     settings.MAILSERVICE_RELAY_RATE_FLOOR = 100.0
     settings.MAILSERVICE_SMTP_TIMEOUT = 3.0
@@ -185,7 +187,7 @@ def test_two_domains_of_one_provider_share_its_connection_cap_counted_by_the_rec
     assert all("destination provider.test at its connection cap (2)" in r.not_sent.why for r in refused)
     assert all((r.not_sent.until - timezone.now()).total_seconds() <= 1 and not r.not_sent.throttle for r in refused)
     [listed] = destination_list()
-    # The two sessions stay open between batches (messaging/outbound/mx_sessions.py), and so count.
+    # The two sessions stay open between batches (messaging/outbound/direct/sessions.py), and so count.
     assert listed["name"] == "provider.test" and listed["connections_open"] in (2, None)
     assert set(listed["mx_hosts"]) <= {"mx1.provider.test", "mx2.provider.test"}
     idle_sessions.close_all()
@@ -214,7 +216,7 @@ def test_a_process_records_a_destinations_details_again_only_after_a_while_or_wh
     for _ in range(5):  # hosts of equal preference, in a new order each batch, are the same hosts
         assert recorded_after_a_send() == []
 
-    monkeypatch.setattr(shaping, "NOTE_SECONDS", 0.0)
+    monkeypatch.setattr(destinations, "NOTE_SECONDS", 0.0)
     assert recorded_after_a_send() == ["mx1.calm.test", "mx2.calm.test"]
 
 

@@ -9,9 +9,9 @@ import pytest
 from django.utils import timezone
 
 from messaging.models import EventType, Message, Status
-from messaging.outbound import relay_limits
+from messaging.outbound import fleet_limits
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.outbound.relay_limits import relay_rate_status
+from messaging.outbound.fleet_limits import relay_rate_status
 from tests.factories import DomainFactory, MessageFactory
 from tests.harness import smtp_sink
 
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sql_path")]
 
 @pytest.fixture
 def sink(settings, monkeypatch):
-    monkeypatch.setattr(relay_limits, "_local", relay_limits._LocalState())
+    monkeypatch.setattr(fleet_limits, "_local", fleet_limits._LocalState())
     with smtp_sink() as sink:
         settings.EMAIL_URL = sink.url
         yield sink

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from messaging.models import EventType, Message, Status, SuppressionReason
-from messaging.outbound import relay_limits
+from messaging.outbound import fleet_limits
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.suppressions import suppression_add
 from messaging.verp import VERP_PREFIX, verp_parse
@@ -146,7 +146,7 @@ def test_a_connection_lost_after_one_recipient_got_it_records_the_message_and_ne
 
 
 def test_each_transaction_takes_a_permit_of_the_relay_rate(sink, settings, monkeypatch):
-    monkeypatch.setattr(relay_limits, "_local", relay_limits._LocalState())
+    monkeypatch.setattr(fleet_limits, "_local", fleet_limits._LocalState())
     settings.MAILSERVICE_RELAY_RATE = 10.0
     due(*(f"r{n}@example.org" for n in range(6)))
 

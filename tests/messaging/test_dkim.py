@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from messaging.models import Message
 from messaging.outbound.dkim import dkim_sign, load_private_key, relaxed_body, relaxed_header
-from messaging.outbound.mime import render_message
+from messaging.rfc5322.rendering import render_message
 from tests.factories import _shared_dkim_key_pair
 
 PRIVATE_PEM, PUBLIC_KEY = _shared_dkim_key_pair()

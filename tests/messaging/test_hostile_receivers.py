@@ -10,9 +10,10 @@ import pytest
 from django.utils import timezone
 
 from messaging.models import Message, Status
+from messaging.outbound.direct.transport import MxTransport
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.outbound.mx import MxTransport
-from messaging.outbound.transports import Envelope, RelayConfig, SmtpConnection
+from messaging.outbound.envelope import Envelope
+from messaging.outbound.smtp_client import RelayConfig, SmtpConnection
 from tests.dns_server import dns_server
 from tests.factories import MessageFactory
 from tests.harness import free_port, smtp_sink, socket_server, wait_until

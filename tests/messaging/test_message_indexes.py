@@ -5,7 +5,8 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from messaging.inbound.services import NO_VERP, _reported_message
+from messaging.inbound.routing import NO_VERP
+from messaging.inbound.services import _reported_message
 from messaging.models import Message, Status
 from messaging.sql import insert_columns, insert_fields
 from tests.factories import DomainFactory, MessageFactory, TemplateFactory

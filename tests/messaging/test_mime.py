@@ -11,15 +11,9 @@ from hypothesis import strategies as st
 
 from mailservice.mailbox import parse_address, split_mailbox
 from messaging.models import Message
-from messaging.outbound import mime
-from messaging.outbound.mime import (
-    UnsendableMessage,
-    _display_name,
-    envelope_for,
-    parsed_address,
-    render_message,
-    single_line,
-)
+from messaging.outbound.envelope import envelope_for
+from messaging.rfc5322 import rendering
+from messaging.rfc5322.rendering import UnsendableMessage, _display_name, parsed_address, render_message, single_line
 
 INJECTIONS = [
     "Hi\r\nBcc: evil@attacker.example",
@@ -152,17 +146,17 @@ def test_a_control_character_in_an_address_makes_the_message_unsendable(address)
 
 
 def test_an_address_is_parsed_once_however_often_a_message_needs_it_and_a_long_one_is_never_kept():
-    mime._parsed_address_cached.cache_clear()
+    rendering._parsed_address_cached.cache_clear()
     ordinary = "Bob <bob@example.org>"
     long_mailbox = f'"{"x" * 600}" <bob@example.org>'
 
     assert parsed_address(ordinary) is parsed_address(ordinary)
     assert parsed_address(long_mailbox) == parsed_address(ordinary)
-    assert mime._parsed_address_cached.cache_info().currsize == 1
+    assert rendering._parsed_address_cached.cache_info().currsize == 1
     for _ in range(2):  # an unsendable one is refused every time, never remembered
         with pytest.raises(UnsendableMessage):
             parsed_address("bob@ex(ample.org")
-    assert mime._parsed_address_cached.cache_info().currsize == 1
+    assert rendering._parsed_address_cached.cache_info().currsize == 1
 
 
 def test_international_addresses_use_idna_domains_and_smtputf8_only_for_non_ascii_local_parts():

@@ -13,9 +13,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from messaging.models import EventType, Message, Status
+from messaging.outbound.direct.transport import MxTransport, validate_mx_url
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.outbound.mx import MxTransport, validate_mx_url
-from messaging.outbound.transports import Envelope, RelayConfig, SendResult
+from messaging.outbound.envelope import Envelope, SendResult
+from messaging.outbound.smtp_client import RelayConfig
 from tests.dns_server import Zone, unanswering_dns_server
 from tests.factories import MessageFactory
 from tests.harness import busy_greeter, self_signed_certificate

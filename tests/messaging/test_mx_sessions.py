@@ -1,4 +1,4 @@
-"""Direct delivery's sessions kept open between batches (messaging/outbound/mx_sessions.py): real SMTP
+"""Direct delivery's sessions kept open between batches (messaging/outbound/direct/sessions.py): real SMTP
 receivers on loopback count the connections they accept, DNS is published on loopback as in
 test_mx_delivery.py, and each batch is dispatched in-process as a worker's would be."""
 
@@ -9,9 +9,9 @@ import pytest
 from django.utils import timezone
 
 from messaging.models import EventType, Message, Status
+from messaging.outbound.direct.destinations import destination_status
+from messaging.outbound.direct.sessions import idle_sessions
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.outbound.mx_sessions import idle_sessions
-from messaging.outbound.shaping import destination_status
 from messaging.outbound.transports import close_transports
 from tests.factories import MessageFactory
 from tests.harness import wait_until

@@ -14,11 +14,11 @@ from django.utils import timezone
 from config.env import env_source_addresses
 from domains.models import Domain, SourceAddress, SourcePool
 from messaging.models import EventType, Message, Status
-from messaging.outbound import sources
+from messaging.outbound.direct import sources
+from messaging.outbound.direct.sources import KEY_PREFIX, today
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.outbound.relay_limits import shared_redis
-from messaging.outbound.sources import KEY_PREFIX, today
-from messaging.outbound.transports import helo_name
+from messaging.outbound.fleet_limits import shared_redis
+from messaging.outbound.smtp_client import helo_name
 from tests.dns_server import Zone, dns_server
 from tests.factories import DomainFactory, MessageFactory
 from tests.harness import SmtpSink, free_port, smtp_sink

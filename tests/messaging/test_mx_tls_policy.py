@@ -21,8 +21,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from dnslib import TLSA
 
 from messaging.models import Status, TlsSessionCount
-from messaging.outbound import mx_tls
-from messaging.outbound.mx_tls import destination_tls_policy
+from messaging.outbound.direct import tls_policy
+from messaging.outbound.direct.tls_policy import destination_tls_policy
 from tests.dns_server import Zone
 from tests.harness import free_port, self_signed_certificate
 from tests.messaging.test_mx_delivery import dispatched, mx, send
@@ -165,7 +165,7 @@ def authority(tmp_path, settings) -> Authority:
 def outcomes(monkeypatch) -> list[dict]:
     """The TLS-RPT outcomes delivery reports, in order."""
     seen: list[dict] = []
-    monkeypatch.setattr(mx_tls, "record_tls_outcome", lambda **outcome: seen.append(outcome))
+    monkeypatch.setattr(tls_policy, "record_tls_outcome", lambda **outcome: seen.append(outcome))
     return seen
 
 

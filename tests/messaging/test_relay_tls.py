@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from messaging.models import Message, Status
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.outbound.transports import RelayConfig, SmtpConnection
+from messaging.outbound.smtp_client import RelayConfig, SmtpConnection
 from tests.factories import MessageFactory
 from tests.harness import SmtpSink, free_port, self_signed_certificate
 

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from messaging.inbound.services import inbound_deliver
 from messaging.models import EventType, Message, MessageEvent, Status
-from messaging.outbound.dispatch import THROTTLE_MARK, dispatch_batch
+from messaging.outbound.dispatch import dispatch_batch
+from messaging.outbound.outcomes import THROTTLE_MARK
 from messaging.reply_causes import reply_cause
 from tests.factories import MessageFactory
 from tests.inbound.mail import RETURN_PATH_DOMAIN, dsn, verp_address, wire_bytes

@@ -23,9 +23,9 @@ from django.db import transaction
 
 from messaging.models import Message, TlsReportSubmission, TlsSessionCount
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.outbound.tls_reports import record_tls_outcome, tls_report
 from messaging.tasks import tls_reports_send_task
-from messaging.tls_reporting import previous_utc_day
+from messaging.tls_reports.counts import record_tls_outcome, tls_report
+from messaging.tls_reports.sending import previous_utc_day
 from tests.dns_server import Zone, dns_server
 from tests.factories import DomainFactory, dkim_dnsfunc
 from tests.harness import free_port, self_signed_certificate, smtp_sink

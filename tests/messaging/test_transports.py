@@ -8,7 +8,8 @@ from django.utils import timezone
 
 from messaging.models import Message, Status
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.outbound.transports import Envelope, RelayConfig, SmtpConnection
+from messaging.outbound.envelope import Envelope
+from messaging.outbound.smtp_client import RelayConfig, SmtpConnection
 from tests.factories import MessageFactory
 from tests.harness import smtp_sink
 

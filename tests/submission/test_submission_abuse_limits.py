@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from apikeys.services import KEY_PREFIX_LENGTH
+from apikeys.models import KEY_PREFIX_LENGTH
 from tests.factories import ApiKeyFactory, DomainFactory
 from tests.harness import submission_smtp_server, wait_until
 from tests.submission.raw_smtp import RawSession

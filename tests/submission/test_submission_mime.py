@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from messaging.outbound.submitted import MAX_HEADER_BYTES, SubmissionMalformed, submitted_wire
-from messaging.submission.mime import parse_submitted, refuse_bare_line_breaks
+from messaging.rfc5322.submitted import MAX_HEADER_BYTES, SubmissionMalformed, submitted_wire
+from messaging.rfc5322.submitted_headers import parse_submitted, refuse_bare_line_breaks
 
 BODY = b"Hello,\r\n\r\n.see the attachment\r\n"
 

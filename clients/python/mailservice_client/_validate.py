@@ -1,6 +1,6 @@
 """Local validation of a native /v1/send body, mirroring the server's serializers and limits.
 
-The server (`mailservice/serializers.py`, `mailservice/fields.py`) stays the authority; these
+The server (`mailservice/api/serializers.py`, `mailservice/api/fields.py`) stays the authority; these
 checks reject the same input before a request is made, naming the offending field.
 """
 

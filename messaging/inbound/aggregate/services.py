@@ -24,7 +24,6 @@ from messaging.inbound.aggregate import ReportRefused
 from messaging.inbound.aggregate.dmarc import DmarcAggregate, dmarc_parse
 from messaging.inbound.aggregate.tlsrpt import TlsAggregate, tlsrpt_parse
 from messaging.inbound.aggregate.unpack import report_attachment, report_document
-from messaging.inbound.parsing import ParseBudgetExceeded, UnparsableMessage, parse_bytes
 from messaging.models import (
     AggregateKind,
     DmarcRecord,
@@ -34,6 +33,7 @@ from messaging.models import (
     TlsReport,
     TlsReportFailure,
 )
+from messaging.rfc5322.parsing import ParseBudgetExceeded, UnparsableMessage, parse_bytes
 
 logger = logging.getLogger(__name__)
 

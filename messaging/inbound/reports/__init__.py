@@ -18,7 +18,6 @@ Nothing here raises on malformed input. Callers import from this package only.
 
 from email.message import Message as EmailMessage
 
-from messaging.inbound.parsing import UnparsableMessage, parse_bytes
 from messaging.inbound.reports.arf import arf_complaint, jmrp_or_apple_complaint
 from messaging.inbound.reports.auto_reply import from_mail_system, has_bounce_subject, is_auto_reply
 from messaging.inbound.reports.dsn import dsn_report
@@ -26,6 +25,7 @@ from messaging.inbound.reports.plain_text import plain_text_bounce
 from messaging.inbound.reports.reading import first_part, split_text
 from messaging.inbound.reports.results import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome
 from messaging.inbound.reports.vendor import ses_notification
+from messaging.rfc5322.parsing import UnparsableMessage, parse_bytes
 
 __all__ = ["NOT_A_REPORT", "RecipientReport", "Report", "ReportedOutcome", "classify", "classify_message"]
 

@@ -3,8 +3,8 @@
 import re
 from email.message import Message as EmailMessage
 
-from messaging.inbound.parsing import decode_header_value
 from messaging.inbound.reports.reading import HEADER_LIMIT
+from messaging.rfc5322.parsing import decode_header_value
 
 # An address as bounces print it. Each part is a single character class with a bounded repeat,
 # and lines are cut at LINE_LIMIT, so a search costs at most LINE_LIMIT steps per start position.

@@ -6,10 +6,10 @@ complained-about message with `X-HmXmrOriginalRecipient`; Apple sends `X-Apple-U
 
 from email.message import Message as EmailMessage
 
-from messaging.inbound.parsing import addresses, header
 from messaging.inbound.reports.addresses import bare_address, list_addresses
 from messaging.inbound.reports.reading import Fields, embedded_message, first, original_message_id, report_blocks
 from messaging.inbound.reports.results import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome
+from messaging.rfc5322.parsing import addresses, header
 
 # ARF feedback types that are not complaints about our mail (RFC 6650 not-spam, RFC 6591 auth failures).
 _NOT_COMPLAINTS = {"not-spam", "auth-failure"}

@@ -9,9 +9,9 @@ anyone but a mail system (MTAs write it on their bounces too), `X-Autoreply`/`X-
 import re
 from email.message import Message as EmailMessage
 
-from messaging.inbound.parsing import header
 from messaging.inbound.reports.reading import CHALLENGE_LIMIT, HEADER_LIMIT, Text, first_part
 from messaging.inbound.reports.status_codes import ENHANCED_STATUS, SMTP_REPLY
+from messaging.rfc5322.parsing import header
 
 _DAEMON = re.compile(
     r"mailer-daemon|post_?master|mail delivery (subsystem|system)|mail ?administrator|mailadmin|mail-?router"

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from email.message import Message as EmailMessage
 from functools import partial
 
-from messaging.inbound.parsing import UnparsableMessage, addresses, parse_bytes, part_text
 from messaging.inbound.reports.addresses import ADDRESS, DOMAIN, LOCAL_PART, list_addresses
 from messaging.inbound.reports.dsn import dsn_fields_recipients
 from messaging.inbound.reports.reading import (
@@ -25,6 +24,7 @@ from messaging.inbound.reports.reading import (
 )
 from messaging.inbound.reports.results import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome
 from messaging.inbound.reports.status_codes import ENHANCED_STATUS, SMTP_REPLY, status_in
+from messaging.rfc5322.parsing import UnparsableMessage, addresses, parse_bytes, part_text
 
 # Where notices name a failed recipient: the address alone on its line (Exim, Exchange), "<rcpt>:"
 # (Postfix, qmail), "rcpt... reason" (Sendmail), a labelled field, or an SMTP RCPT command.

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from email.message import Message as EmailMessage
 
-from messaging.inbound.parsing import (
+from messaging.rfc5322.parsing import (
     body_text,
     decode_bytes,
     decode_header_value,

@@ -5,11 +5,11 @@ import re
 from email.message import Message as EmailMessage
 from typing import Any
 
-from messaging.inbound.parsing import body_text, header
 from messaging.inbound.reports.addresses import bare_address
 from messaging.inbound.reports.reading import HEADER_LIMIT, NOTICE_LIMIT
 from messaging.inbound.reports.results import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome
 from messaging.inbound.reports.status_codes import status_in
+from messaging.rfc5322.parsing import body_text, header
 
 # A field of a (possibly JSON-in-JSON, so backslash-escaped) SES notification.
 _JSON_FIELD = re.compile(

@@ -5,7 +5,7 @@ from django.core.management.base import CommandParser
 
 from domains.selectors import domain_get_by_name
 from mailservice.commands import ServiceCommand
-from messaging.readiness import domain_readiness
+from messaging.readiness.check import domain_readiness
 
 
 class Command(ServiceCommand):

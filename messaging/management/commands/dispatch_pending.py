@@ -2,7 +2,7 @@ from typing import Any
 
 from mailservice.commands import ServiceCommand
 from messaging.outbound.dispatch import dispatch_sweep
-from messaging.tasks import dispatch_task
+from messaging.outbound.tasks import dispatch_task
 
 
 class Command(ServiceCommand):

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from mailservice.commands import ServiceCommand
-from messaging.tls_reporting import previous_utc_day, tls_reports_send
+from messaging.tls_reports.sending import previous_utc_day, tls_reports_send
 
 
 def _day(value: str) -> date:

@@ -15,7 +15,7 @@
   slot (a member of a Redis sorted set that expires with the lease, so a killed worker's slot
   comes back) is held for as long as a batch's connection is open.
 
-The same state is kept per destination in direct delivery (messaging/outbound/shaping.py): the
+The same state is kept per destination in direct delivery (messaging/outbound/direct/destinations.py): the
 functions below take a `destination` (RELAY, "", is the relay's own keys); a destination's rate is
 unlimited until it first asks to slow down, and its connection cap is MAILSERVICE_MX_CONNECTIONS.
 
@@ -39,8 +39,8 @@ from django.conf import settings
 from redis.exceptions import RedisError
 
 from mailservice.redis_pool import process_client
+from messaging.outbound.envelope import Reply
 from messaging.outbound.provider_rules import is_throttle
-from messaging.outbound.transports import Reply
 
 logger = logging.getLogger(__name__)
 

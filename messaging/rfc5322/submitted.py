@@ -2,7 +2,7 @@
 field, and a Message-ID and a Date added when it has none; the body is untouched.
 
 The header-block reader is here too, because dispatch needs it as much as the submission server's
-parser does (messaging/submission/mime.py imports it): nothing in this room imports the submission room.
+parser does (submitted_headers.py, beside it, imports it).
 It never backtracks: the block is found within MAX_HEADER_BYTES and split into fields in one pass.
 """
 
@@ -12,7 +12,7 @@ from email.utils import format_datetime
 
 from mailservice.errors import ErrorCode, ValidationFailed
 from messaging.models import Message
-from messaging.outbound.mime import RenderedMessage, needs_smtputf8, parsed_address, single_line
+from messaging.rfc5322.rendering import RenderedMessage, needs_smtputf8, parsed_address, single_line
 
 MAX_HEADER_BYTES = 256 * 1024
 MAX_HEADER_FIELDS = 500

@@ -1,40 +1,36 @@
 """Direct delivery (EMAIL_URL=mx://): each recipient domain's own mail servers, found in DNS.
 
-Routing (RFC 5321 §5.1, RFC 7505): the MX hosts of the recipient's domain (as an A-label), in
-preference order, shuffled among equal preferences; no MX record makes the domain itself the host
-(implicit MX). A null MX (`0 .`) or a domain that does not exist fails its recipients at once, with
-no connection made; a lookup that fails (SERVFAIL, timeout) or hosts that all fail give a temporary
-reply, so dispatch defers the message with its backoff. A host that refuses the connection or
-greets with anything but 220 passes the turn to the next. The TLS of each session is what the
-receiver demands (messaging/outbound/mx_tls.py): DANE, else the domain's MTA-STS policy
-(messaging/outbound/mta_sts.py), else STARTTLS when offered without checking the certificate
+The hosts of each recipient domain come from its MX records (messaging/outbound/direct/routing.py): a
+domain that cannot take mail fails its recipients at once, a lookup that fails or hosts that all fail
+give a temporary reply, so dispatch defers the message with its backoff. A host that refuses the
+connection or greets with anything but 220 passes the turn to the next. The TLS of each session is what the
+receiver demands (messaging/outbound/direct/tls_policy.py): DANE, else the domain's MTA-STS policy
+(messaging/outbound/direct/mta_sts.py), else STARTTLS when offered without checking the certificate
 (opportunistic, RFC 7435), in clear only when it is not offered or the upgrade fails. A host a policy
 excludes, or whose session cannot meet it, passes the turn too; with none left the recipients are
 deferred (450 4.7.5), never sent in clear or to an unlisted host.
 
 With MAILSERVICE_SOURCE_ADDRESSES each transaction leaves from an address of its sending domain's pool,
-chosen within the warm-up caps (messaging/outbound/sources.py), and its session binds to that address
+chosen within the warm-up caps (messaging/outbound/direct/sources.py), and its session binds to that address
 and gives its EHLO name; when no address of the pool has room the message is not sent (`NotSent`).
 
 No destination's failure raises: every outcome is a `SendResult`, with a synthesized reply where no
 server answered, so one dead destination never ends the batch for the others. Bounded whatever DNS
-says: at most MAX_MX_HOSTS hosts and MAX_CONNECTION_ATTEMPTS new connections per recipient domain
-and transaction, none begun after SEARCH_BUDGET_TIMEOUTS SMTP timeouts, each lookup within
-MAILSERVICE_DNS_TIMEOUT (dnspython bounds CNAME chains), each SMTP step within
-MAILSERVICE_SMTP_TIMEOUT. An MX that is an IP literal or `localhost` is never used;
-one that resolves to loopback, private or link-local addresses only with MAILSERVICE_MX_ALLOW_PRIVATE.
+says: at most MAX_CONNECTION_ATTEMPTS new connections per recipient domain and transaction, none begun
+after SEARCH_BUDGET_TIMEOUTS SMTP timeouts, each SMTP step within MAILSERVICE_SMTP_TIMEOUT. An MX that
+is an IP literal or `localhost` is never used; one that resolves to loopback, private or link-local
+addresses only with MAILSERVICE_MX_ALLOW_PRIVATE.
 
-Each recipient domain's transaction goes through its destination's limits (messaging/outbound/shaping.py):
+Each recipient domain's transaction goes through its destination's limits (messaging/outbound/direct/destinations.py):
 the rate, a connection slot for each session opened, and the slow-down replies; a limit that stops it
 returns a result with `not_sent`, which dispatch puts back without using an attempt.
 
 Sessions outlive their batch: each worker process keeps them idle for its next batches, under their
-connection slots (messaging/outbound/mx_sessions.py).
+connection slots (messaging/outbound/direct/sessions.py).
 """
 
 import functools
 import ipaddress
-import random
 import smtplib
 import time
 from collections.abc import Iterator
@@ -45,39 +41,34 @@ from urllib.parse import urlsplit
 import dns.exception
 import dns.name
 import dns.resolver
-import idna
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from domains.dns import dns_resolver
 from domains.models import SourceAddress
-from domains.sources import Pool, source_address_rows
 from mailservice.errors import ValidationFailed
-from messaging.outbound import mx_tls
-from messaging.outbound.mta_sts import policy_for, verified_tls_context
-from messaging.outbound.mx_sessions import QUIT_WAIT, MxSession, SessionKey, idle_sessions
-from messaging.outbound.provider_rules import is_throttle
-from messaging.outbound.shaping import CONNECTION_WAIT, DestinationGate, destination_of, reply_of
-from messaging.outbound.sources import choose_source, next_try, source_of
-from messaging.outbound.transports import (
-    Connection,
-    Envelope,
-    NotSent,
-    RelayConfig,
-    Reply,
-    SendResult,
-    SmtpConnection,
-    Source,
-    merged_results,
+from messaging.outbound.direct import tls_policy
+from messaging.outbound.direct.destinations import CONNECTION_WAIT, DestinationGate, destination_of
+from messaging.outbound.direct.mta_sts import policy_for, verified_tls_context
+from messaging.outbound.direct.routing import (
+    Undeliverable,
+    a_label,
+    error_brief,
+    is_ip_literal,
+    mx_hosts,
+    public_address,
 )
+from messaging.outbound.direct.sessions import QUIT_WAIT, MxSession, SessionKey, idle_sessions
+from messaging.outbound.direct.sources import PoolFull, choose_source, source_address_rows, source_of, source_past_cap
+from messaging.outbound.envelope import Connection, Envelope, NotSent, Pool, Reply, SendResult, Source, merged_results
+from messaging.outbound.provider_rules import is_throttle
+from messaging.outbound.smtp_client import RelayConfig, SmtpConnection, reply_of
 
-MAX_MX_HOSTS = 5
 # New connections per recipient domain and transaction, over all its hosts (Postfix's smtp_mx_address_limit).
 MAX_CONNECTION_ATTEMPTS = 5
 # No new host is tried once this many SMTP timeouts have passed looking for one: hosts that accept
 # connections and never greet would otherwise hold the message (and its lease) for 5 timeouts.
 SEARCH_BUDGET_TIMEOUTS = 2
-_DETAIL_CHARS = 300  # a resolver's or server's error, as quoted in a synthesized reply
 
 
 def validate_mx_url(url: str) -> None:
@@ -98,30 +89,8 @@ def validate_mx_url(url: str) -> None:
     verified_tls_context(settings.MAILSERVICE_TLS_CA_FILE)  # an unreadable CA file stops start-up, not a send
 
 
-class Undeliverable(Exception):
-    """No session can be had for a domain; `reply` is synthesized to say why (4xx: later, 5xx: never)."""
-
-    def __init__(self, reply: Reply) -> None:
-        super().__init__(str(reply))
-        self.reply = reply
-
-
 class _AtConnectionCap(Exception):
     """The destination's connections are all in use (MAILSERVICE_MX_CONNECTIONS) and none came free."""
-
-
-class _PoolFull(Exception):
-    """No address of the message's pool may send it now (warm-up caps): nothing is begun."""
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.result = SendResult(final=Reply(451, f"4.7.0 not sent: {why}"), not_sent=NotSent(why, next_try()))
-
-
-def _past_cap(pool: list[SourceAddress], destination: str) -> SourceAddress:
-    row = choose_source(pool, destination, past_cap=True)
-    assert row is not None  # past_cap always takes one of a pool that has addresses
-    return row
 
 
 class _HostSkipped(Exception):
@@ -132,69 +101,13 @@ class _HostSkipped(Exception):
         self.transient = transient
 
 
-def _brief(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text[:_DETAIL_CHARS]
-
-
-def a_label(domain: str) -> str:
-    """The domain as DNS asks for it (IDNA 2008 by UTS 46); a permanent failure if it is not a domain name."""
-    try:
-        return idna.encode(domain.rstrip("."), uts46=True).decode("ascii")
-    except UnicodeError as exc:  # idna.IDNAError is one; also an address literal such as [192.0.2.1]
-        raise Undeliverable(
-            Reply(550, f"5.1.2 {domain} is not a domain name mail can be routed to: {exc}", local=True)
-        ) from None
-
-
-def mx_hosts(resolver: dns.resolver.Resolver, domain: str) -> list[str]:
-    """The hosts to try for `domain` (an A-label), best first, at most MAX_MX_HOSTS; Undeliverable if none may be."""
-    try:
-        answer = resolver.resolve(domain, "MX", search=False)
-    except dns.resolver.NXDOMAIN:
-        raise Undeliverable(Reply(550, f"5.1.2 the domain {domain} does not exist (NXDOMAIN)", local=True)) from None
-    except dns.resolver.NoAnswer:
-        return [domain]  # no MX record: the domain is its own mail host (RFC 5321 5.1)
-    except dns.exception.DNSException as exc:  # SERVFAIL, a timeout, a malformed answer: ask again later
-        raise Undeliverable(Reply(451, f"4.4.3 the MX lookup of {domain} failed: {_brief(exc)}")) from None
-    if any(record.exchange == dns.name.root for record in answer):
-        raise Undeliverable(
-            Reply(550, f"5.1.10 {domain} accepts no mail: it publishes a null MX (0 .), RFC 7505", local=True)
-        )
-    by_preference: dict[int, list[str]] = {}
-    for record in answer:
-        by_preference.setdefault(record.preference, []).append(record.exchange.to_text(omit_final_dot=True).lower())
-    hosts: list[str] = []
-    for preference in sorted(by_preference):
-        equals = by_preference[preference]
-        random.shuffle(equals)  # spreads the load over a domain's equal hosts, as RFC 5321 5.1 asks
-        hosts += equals
-    return list(dict.fromkeys(hosts))[:MAX_MX_HOSTS]
-
-
-def _is_ip_literal(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
-def public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Reachable on the internet: not loopback, private, link-local, reserved or multicast (nor an IPv6
-    address that maps to such an IPv4 one)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_global and not address.is_multicast
-
-
 @dataclass(frozen=True)
 class _Target:
     """One MX address to open a session with, and what the session must meet."""
 
     host: str
     address: str
-    policy: mx_tls.HostPolicy
+    policy: tls_policy.HostPolicy
     source: Source | None
     destination: str
 
@@ -215,7 +128,7 @@ class _Search:
 
     def undeliverable(self, domain: str) -> "Undeliverable":
         if self.refused_by_policy:
-            # 450, not 451: a 451 4.7.x reply reads as "slow down" (relay_limits.is_slow_down), and a
+            # 450, not 451: a 451 4.7.x reply reads as "slow down" (fleet_limits.is_slow_down), and a
             # receiver's TLS policy says nothing about the pace.
             return Undeliverable(Reply(450, f"4.7.5 {self.refused_by_policy}"))
         if self.throttled is not None:
@@ -230,7 +143,7 @@ class _Search:
 
 class MxConnection:
     """The batch's SMTP sessions, one per MX address, opened as recipients' domains need them (or taken
-    from those the process kept idle: messaging/outbound/mx_sessions.py) and kept open for the batch: a
+    from those the process kept idle: messaging/outbound/direct/sessions.py) and kept open for the batch: a
     transaction to a destination already reached reuses its session after RSET. When the batch ends
     they go back to the process's idle sessions."""
 
@@ -239,7 +152,7 @@ class MxConnection:
         self._sessions: dict[SessionKey, MxSession] = {}
         self._routes: dict[str, tuple[str, list[str]] | Undeliverable] = {}  # by domain: (destination, hosts)
         self._pools: dict[Pool, list[SourceAddress]] = {}  # their warm-up rows, read once a batch
-        self._sts: dict[str, mx_tls.HostPolicy] = {}  # by domain, for the batch
+        self._sts: dict[str, tls_policy.HostPolicy] = {}  # by domain, for the batch
         self.gate = DestinationGate()
 
     def send(self, *, envelope: Envelope, data: bytes, name: str) -> SendResult:
@@ -249,7 +162,7 @@ class MxConnection:
             by_domain.setdefault(recipient.rpartition("@")[2].lower(), []).append(recipient)
         try:
             sources = self._sources(envelope, list(by_domain))
-        except _PoolFull as exc:
+        except PoolFull as exc:
             return exc.result
         results: list[tuple[list[str], SendResult]] = []
         for domain, recipients in by_domain.items():
@@ -265,7 +178,7 @@ class MxConnection:
 
     def _sources(self, envelope: Envelope, domains: list[str]) -> dict[str, Source]:
         """The source address each domain's transaction leaves from, counted against the warm-up caps ({}
-        without a pool: the system chooses). _PoolFull if none has room for any of them; once one part
+        without a pool: the system chooses). PoolFull if none has room for any of them; once one part
         of the message goes, the others go too, past the caps if need be (`choose_source`'s past_cap)."""
         pool = envelope.pool
         if pool is None:
@@ -274,13 +187,13 @@ class MxConnection:
             self._pools[pool] = list(pool.rows) if pool.rows else source_address_rows(pool.addresses)
         rows = self._pools[pool]
         if not rows:
-            raise _PoolFull(f"the pool {pool.name} has no address in MAILSERVICE_SOURCE_ADDRESSES")
+            raise PoolFull(f"the pool {pool.name} has no address in MAILSERVICE_SOURCE_ADDRESSES")
         chosen = {
             domain: choose_source(rows, self._destination(domain), past_cap=envelope.follows) for domain in domains
         }
         if all(row is None for row in chosen.values()):
-            raise _PoolFull(f"every address of pool {pool.name} is at its warm-up cap for {', '.join(domains)}")
-        return {domain: source_of(row or _past_cap(rows, domain)) for domain, row in chosen.items()}
+            raise PoolFull(f"every address of pool {pool.name} is at its warm-up cap for {', '.join(domains)}")
+        return {domain: source_of(row or source_past_cap(rows, domain)) for domain, row in chosen.items()}
 
     def _send_to(
         self, domain: str, envelope: Envelope, data: bytes, name: str, sources: dict[str, Source]
@@ -290,7 +203,7 @@ class MxConnection:
         except Undeliverable as exc:
             return SendResult(final=exc.reply)
         if self.gate.note_due(destination, hosts):
-            policy = mx_tls.destination_tls_policy(domain=a_label(domain))
+            policy = tls_policy.destination_tls_policy(domain=a_label(domain))
             self.gate.note(destination, hosts, tls_policy=f"{policy} ({domain})")
         if (refusal := self.gate.admit(destination, follows=envelope.follows)) is not None:
             return _not_sent(refusal)
@@ -306,7 +219,7 @@ class MxConnection:
         except (OSError, smtplib.SMTPException) as exc:
             # Not handed to the next host: the data may have arrived before the connection failed.
             self._drop(session)
-            result = SendResult(final=Reply(451, f"4.4.2 the session with {session} failed: {_brief(exc)}"))
+            result = SendResult(final=Reply(451, f"4.4.2 the session with {session} failed: {error_brief(exc)}"))
         return self.gate.observe(destination, result)
 
     def _destination(self, domain: str) -> str:
@@ -330,10 +243,10 @@ class MxConnection:
             raise route
         return route
 
-    def _sts_policy(self, domain: str) -> mx_tls.HostPolicy:
+    def _sts_policy(self, domain: str) -> tls_policy.HostPolicy:
         if domain not in self._sts:
             lookup = policy_for(self.resolver, a_label(domain), allowed=self._may_connect)
-            self._sts[domain] = mx_tls.sts_policy(domain, lookup)
+            self._sts[domain] = tls_policy.sts_policy(domain, lookup)
         return self._sts[domain]
 
     def _may_connect(self, address: str) -> bool:
@@ -364,14 +277,14 @@ class MxConnection:
         destination, hosts = self._route(domain)
         search = _Search(deadline=time.monotonic() + SEARCH_BUDGET_TIMEOUTS * self.timeout)
         sts = self._sts_policy(domain)
-        prepared: dict[str, tuple[list[str], mx_tls.HostPolicy] | mx_tls.TlsRefused | _HostSkipped] = {}
+        prepared: dict[str, tuple[list[str], tls_policy.HostPolicy] | tls_policy.TlsRefused | _HostSkipped] = {}
 
-        def prepare(host: str) -> tuple[list[str], mx_tls.HostPolicy] | mx_tls.TlsRefused | _HostSkipped:
+        def prepare(host: str) -> tuple[list[str], tls_policy.HostPolicy] | tls_policy.TlsRefused | _HostSkipped:
             """The host's addresses and policy, looked up (and any refusal recorded) once per session search."""
             if host not in prepared:
                 try:
                     prepared[host] = (self._addresses_from(host, source), self._host_policy(domain, host, sts))
-                except (mx_tls.TlsRefused, _HostSkipped) as exc:
+                except (tls_policy.TlsRefused, _HostSkipped) as exc:
                     prepared[host] = exc
             return prepared[host]
 
@@ -390,7 +303,7 @@ class MxConnection:
                 search.errors.append(f"no further host tried after {SEARCH_BUDGET_TIMEOUTS * self.timeout:g} s")
                 break
             found = prepare(host)
-            if isinstance(found, mx_tls.TlsRefused):
+            if isinstance(found, tls_policy.TlsRefused):
                 search.refused_by_policy = str(found)
                 continue
             if isinstance(found, _HostSkipped):
@@ -413,7 +326,7 @@ class MxConnection:
         mine = any(session.host == host and session.source == source for session in self._sessions.values())
         return mine or idle_sessions.holds(host, source)
 
-    def _kept(self, key: SessionKey, host: str, policy: mx_tls.HostPolicy) -> MxSession | None:
+    def _kept(self, key: SessionKey, host: str, policy: tls_policy.HostPolicy) -> MxSession | None:
         """A session already open to the address that may carry this transaction, this batch's or else one
         the process kept idle, after a successful RSET. One the receiver has dropped fails the RSET and is
         closed: the caller connects anew, and nothing of the message was begun on it."""
@@ -440,13 +353,13 @@ class MxConnection:
         search.transient = True
         try:
             smtp = self._connect(target.host, target.address, target.policy, target.source)
-        except mx_tls.TlsRefused as exc:
+        except tls_policy.TlsRefused as exc:
             self.gate.give_back(target.destination, slot)
             search.refused_by_policy = str(exc)
             return None
         except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
             self.gate.give_back(target.destination, slot)
-            search.errors.append(f"{target.host} [{target.address}]: {_brief(exc)}")
+            search.errors.append(f"{target.host} [{target.address}]: {error_brief(exc)}")
             if (reply := reply_of(exc)) is not None and is_throttle(reply):
                 search.throttled = reply
             return None
@@ -459,26 +372,26 @@ class MxConnection:
         self._sessions[session.key] = session
         return session
 
-    def _host_policy(self, domain: str, host: str, sts: mx_tls.HostPolicy) -> mx_tls.HostPolicy:
+    def _host_policy(self, domain: str, host: str, sts: tls_policy.HostPolicy) -> tls_policy.HostPolicy:
         """DANE for the host, else the domain's MTA-STS policy; TlsRefused when that policy excludes the host."""
-        policy = mx_tls.host_policy(domain, host, self.port, sts)
-        if policy.kind == mx_tls.STS_ENFORCE and policy.sts is not None and not policy.sts.allows(host):
-            outcome = mx_tls.Outcome(mx_tls.VALIDATION_FAILURE, f"{host} is not listed in its mx patterns")
-            mx_tls.record(policy, host=host, address="", outcome=outcome)
-            raise mx_tls.TlsRefused(f"{policy.describe()}: {outcome.detail}")
+        policy = tls_policy.host_policy(domain, host, self.port, sts)
+        if policy.kind == tls_policy.STS_ENFORCE and policy.sts is not None and not policy.sts.allows(host):
+            outcome = tls_policy.Outcome(tls_policy.VALIDATION_FAILURE, f"{host} is not listed in its mx patterns")
+            tls_policy.record(policy, host=host, address="", outcome=outcome)
+            raise tls_policy.TlsRefused(f"{policy.describe()}: {outcome.detail}")
         return policy
 
-    def _connect(self, host: str, address: str, policy: mx_tls.HostPolicy, source: Source | None) -> SmtpConnection:
+    def _connect(self, host: str, address: str, policy: tls_policy.HostPolicy, source: Source | None) -> SmtpConnection:
         """A session with the TLS `policy` demands; TlsRefused when a mandatory policy's demand is not met."""
         clear = RelayConfig(address, self.port, "", "", "none", verify=False)
         connection = SmtpConnection(clear, self.timeout, source)
-        outcome = mx_tls.upgrade(connection.smtp, host=host, policy=policy)
-        mx_tls.record(policy, host=host, address=address, outcome=outcome)
+        outcome = tls_policy.upgrade(connection.smtp, host=host, policy=policy)
+        tls_policy.record(policy, host=host, address=address, outcome=outcome)
         if not outcome.failure or (outcome.in_clear and not policy.mandatory):
             return connection
         connection.close()
         if policy.mandatory:
-            raise mx_tls.TlsRefused(f"{policy.describe()}: {outcome.detail} [{address}]")
+            raise tls_policy.TlsRefused(f"{policy.describe()}: {outcome.detail} [{address}]")
         if outcome.retry_unverified:  # MTA-STS testing: the failure is reported, the mail goes as without policy
             return SmtpConnection(replace(clear, security="starttls-optional"), self.timeout, source)
         # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then
@@ -498,7 +411,7 @@ class MxConnection:
 
     def _addresses(self, host: str) -> list[str]:
         """The addresses of an MX host that may be connected to, IPv4 first."""
-        if _is_ip_literal(host):
+        if is_ip_literal(host):
             raise _HostSkipped(f"the MX {host} is an IP address, not a host name (RFC 5321 5.1)", transient=False)
         if host == "localhost" or host.endswith(".localhost"):
             raise _HostSkipped(f"the MX {host} is a loopback name", transient=False)
@@ -510,7 +423,7 @@ class MxConnection:
             except (dns.resolver.NXDOMAIN, dns.resolver.NoAnswer):
                 continue
             except dns.exception.DNSException as exc:
-                failure = f"the {rdtype} lookup of {host} failed: {_brief(exc)}"
+                failure = f"the {rdtype} lookup of {host} failed: {error_brief(exc)}"
         usable = [a for a in found if self.allow_private or public_address(ipaddress.ip_address(a))]
         if usable:
             return usable
@@ -547,7 +460,7 @@ def _not_sent(refusal: NotSent) -> SendResult:
 
 # Routing answers (MX, A/AAAA, the MTA-STS TXT) kept for their TTL across batches, as an MTA's resolver
 # keeps them: without, every batch asked again for each of its domains (3 queries a destination).
-# DANE's lookups have a cache of their own (mx_tls), which keeps each answer's AD bit.
+# DANE's lookups have a cache of their own (tls_policy), which keeps each answer's AD bit.
 ANSWER_CACHE_SIZE = 10_000
 
 

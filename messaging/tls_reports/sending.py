@@ -32,9 +32,9 @@ from mailservice.http_deadline import REQUEST_ERRORS, post_status
 from mailservice.ids import public_id
 from mailservice.mailbox import InvalidAddress, parse_address
 from messaging.models import Direction, Message, Status, TlsReportStatus, TlsReportSubmission
-from messaging.outbound.mx import Undeliverable, a_label, public_address
-from messaging.outbound.tls_reports import policy_domains_counted, report_window, tls_report
+from messaging.outbound.direct.routing import Undeliverable, a_label, public_address
 from messaging.services import message_store, send_permitted
+from messaging.tls_reports.counts import policy_domains_counted, report_window, tls_report
 
 logger = logging.getLogger(__name__)
 

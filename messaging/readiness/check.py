@@ -1,5 +1,5 @@
-"""The readiness check put together: the DNS checks of domains/readiness.py, for the way mail leaves
-(EMAIL_URL), plus the domain's complaint rate from the daily message counts; stored as the domain's
+"""The readiness check put together: the DNS checks of messaging/readiness/dns_checks.py, for the way
+mail leaves (EMAIL_URL), plus the domain's complaint rate from the daily message counts; stored as the domain's
 last check. Run by `manage.py check_readiness`, the console's "Check readiness" and the daily beat task.
 
 Complaint rate: Gmail's Postmaster Tools rate is a daily one (complaints reported that day over mail
@@ -16,10 +16,19 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from domains.models import Domain
-from domains.readiness import Check, Readiness, Sending, SourceAddress, Status, readiness_dns_checks, readiness_save
 from mailservice.errors import ApiError
 from messaging.models import CountedEvent, DailyStatusCount
-from messaging.outbound.transports import helo_name, is_direct_delivery
+from messaging.outbound.smtp_client import helo_name
+from messaging.outbound.transports import is_direct_delivery
+from messaging.readiness.dns_checks import (
+    Check,
+    Readiness,
+    Sending,
+    SourceAddress,
+    Status,
+    readiness_dns_checks,
+    readiness_save,
+)
 
 logger = logging.getLogger(__name__)
 

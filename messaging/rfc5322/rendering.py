@@ -25,10 +25,8 @@ import unicodedata
 from dataclasses import dataclass
 from email.utils import format_datetime
 
-from mailservice.mailbox import Address, InvalidAddress, canonical_domain, parse_address, split_mailbox
+from mailservice.mailbox import Address, InvalidAddress, parse_address, split_mailbox
 from messaging.models import Message
-from messaging.outbound.transports import Envelope
-from messaging.verp import verp_local_part
 
 MAX_LINE = 78  # RFC 5322 2.1.1: lines SHOULD be at most 78 characters, excluding the CRLF
 
@@ -159,23 +157,6 @@ def needs_smtputf8(message: Message) -> bool:
     mailboxes = [message.from_address, *message.to, *message.cc, *message.bcc, *message.reply_to]
     mailboxes += message.envelope_recipients or []
     return any(parsed_address(mailbox).smtputf8 for mailbox in mailboxes)
-
-
-def envelope_for(
-    *, message: Message, recipients: list[str], return_path_domain: str | None, recipient_index: int | None = None
-) -> Envelope:
-    """MAIL FROM is the VERP return path when one is configured (of the recipient at `recipient_index`
-    of the message's envelope recipients, or of the whole message when None: messaging.verp), else the
-    From address (the envelope sender of a message submitted over SMTP).
-
-    `recipients` are wire forms (`Address.wire`); the transport writes them between < > as they are."""
-    sender = message.envelope_from if message.submitted else message.from_address
-    if return_path_domain:
-        local_part = verp_local_part(message.public_id, recipient_index)
-        mail_from = f"{local_part}@{canonical_domain(return_path_domain, trailing_dot=True)}"
-    else:
-        mail_from = parsed_address(sender).wire
-    return Envelope(mail_from=mail_from, recipients=recipients, smtputf8=needs_smtputf8(message))
 
 
 def _text_part(content: str, subtype: str) -> tuple[list[str], bytes]:

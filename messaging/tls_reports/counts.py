@@ -1,5 +1,5 @@
 """TLS-RPT (RFC 8460): direct delivery counts each SMTP session's TLS outcome, and the day's counts
-become one JSON report per policy domain (RFC 8460 §4.4); messaging/tls_reporting.py sends them.
+become one JSON report per policy domain (RFC 8460 §4.4); messaging/tls_reports/sending.py sends them.
 
 Counting is one UPSERT per session that adds 1 to its report line (`TlsSessionCount`), committed on its
 own: a killed worker loses at most the session it was in, and no count is ever added twice. A database
@@ -86,7 +86,7 @@ def _write(row: TlsSessionCount) -> None:
         logger.warning("tls-rpt: session of %s not counted: %s", row.policy_domain, exc)
 
 
-# Direct delivery's lanes (threads, messaging/outbound/dispatch.py) hold no database connection: their
+# Direct delivery's lanes (threads, messaging/outbound/lanes.py) hold no database connection: their
 # counts wait in a list, written by the batch's thread (`record_deferred`).
 _lane = threading.local()
 

@@ -8,7 +8,7 @@ DANE-EE (3 x x) matches the server's certificate or its public key, ignoring nam
 DANE-TA (2 x x) matches a certificate of the presented chain, which must then lead from the server's
 certificate to it, valid for the MX name. A TLSA lookup that fails for a signed host defers.
 
-Every new session's outcome goes to TLS-RPT (messaging/outbound/tls_reports.py) under RFC 8460's
+Every new session's outcome goes to TLS-RPT (messaging/tls_reports/counts.py) under RFC 8460's
 result types; a session a policy forbids is never used: TlsRefused, and the recipients are deferred.
 """
 
@@ -29,8 +29,8 @@ from django.conf import settings
 from django.core.cache import cache
 
 from domains.dns import dns_resolver
-from messaging.outbound.mta_sts import StsLookup, StsPolicy, cached_policy, verified_tls_context
-from messaging.outbound.tls_reports import record_tls_outcome
+from messaging.outbound.direct.mta_sts import StsLookup, StsPolicy, cached_policy, verified_tls_context
+from messaging.tls_reports.counts import record_tls_outcome
 
 NONE, STS_TESTING, STS_ENFORCE, DANE = "none", "MTA-STS testing", "MTA-STS enforce", "DANE"
 STARTTLS_NOT_SUPPORTED = "starttls-not-supported"
@@ -113,7 +113,7 @@ def _authenticated(answer: dns.resolver.Answer) -> bool:
 
 
 # DANE's answers (the MX host's address, its TLSA records) kept for their TTL across batches, as the
-# routing answers are (messaging/outbound/mx.py), in a cache of their own: these are asked with the AD
+# routing answers are (messaging/outbound/direct/transport.py), in a cache of their own: these are asked with the AD
 # flag, and a kept answer keeps the flags of the response it came in. Without it each batch asked again
 # for each host: 9% of direct delivery's worker CPU in the isolation bench, one destination a lane.
 DANE_CACHE_SIZE = 10_000

@@ -1,6 +1,6 @@
-"""The readiness check: will mailbox providers' sender rules (Gmail, Yahoo and Microsoft since 2024)
-accept the domain's mail? The checks that ask DNS live here; the complaint rate, read from message
-counts, is added by messaging/readiness.py (domains never reads messages), which also stores the result.
+"""The readiness check's questions to DNS: will mailbox providers' sender rules (Gmail, Yahoo and
+Microsoft since 2024) accept the domain's mail, as far as its records tell? The complaint rate, read
+from message counts, is added by messaging/readiness/check.py, which also stores the result.
 
 Every lookup asks the service's resolver (`MAILSERVICE_DNS_RESOLVER`); SPF is evaluated by pyspf, the
 organisational domain comes from the public suffix list bundled with `publicsuffixlist` (no download).

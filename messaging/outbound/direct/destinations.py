@@ -9,7 +9,7 @@ without MX records (implicit MX) is its own destination. The registrable domain 
 host set: providers give each customer other host names (Microsoft: one per tenant) in front of one
 pool of servers, and their limits are per sending IP over that pool.
 
-Per destination, shared by the fleet through Redis (messaging/outbound/relay_limits.py, keys
+Per destination, shared by the fleet through Redis (messaging/outbound/fleet_limits.py, keys
 `destination:<name>:…`; in-process without it):
 - a connection cap, MAILSERVICE_MX_CONNECTIONS, summed over the destination's MX hosts: a batch
   takes a slot for each session it opens and gives it back when the session closes. A batch that
@@ -33,21 +33,19 @@ from django.conf import settings
 from publicsuffixlist import PublicSuffixList
 from redis.exceptions import RedisError
 
-from messaging.outbound.destinations import held_destinations
-from messaging.outbound.provider_rules import is_throttle
-from messaging.outbound.relay_limits import (
+from messaging.outbound.envelope import NotSent, SendResult
+from messaging.outbound.fleet_limits import (
     as_text,
     give_back_slot,
     local_destinations,
     permit,
     rate_key,
     rate_status,
-    relay_rate_status,
     shared_redis,
     slow_down,
     take_slot,
 )
-from messaging.outbound.transports import NotSent, Reply, SendResult, delivery_mode, is_direct_delivery
+from messaging.outbound.provider_rules import is_throttle
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +163,7 @@ class DestinationGate:
 
     def note(self, destination: str, hosts: list[str], *, tls_policy: str = "") -> None:
         """The destination is used by this batch: record its MX hosts and the TLS policy of the recipient
-        domain that used it first (as last found: mx_tls.destination_tls_policy) once."""
+        domain that used it first (as last found: tls_policy.destination_tls_policy) once."""
         if destination not in self.noted:
             self.noted.add(destination)
             _remember(destination, mx_hosts=" ".join(hosts), tls_policy=tls_policy)
@@ -241,7 +239,7 @@ def _destination_names() -> list[str]:
 
 
 def destination_status(destination: str) -> dict:
-    """One destination as the console shows it: relay_limits.rate_status's fields, `mx_hosts` (list), `tls_policy`,
+    """One destination as the console shows it: fleet_limits.rate_status's fields, `mx_hosts` (list), `tls_policy`,
     `last_error` and `last_error_at` (datetime or None)."""
     status = rate_status(destination, cap=settings.MAILSERVICE_MX_CONNECTIONS)
     details = status.pop("details") or _stored(destination)
@@ -259,36 +257,3 @@ def destination_status(destination: str) -> dict:
 def destination_list() -> list[dict]:
     """Every destination used within INDEX_DAYS, by name (`destination_status` each)."""
     return [destination_status(name) for name in _destination_names()]
-
-
-def reply_of(exc: BaseException) -> Reply | None:
-    """The server's reply carried by an smtplib error (a refused greeting: 421 …), if any."""
-    code, text = getattr(exc, "smtp_code", None), getattr(exc, "smtp_error", None)
-    if not isinstance(code, int) or text is None:
-        return None
-    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-    return Reply(code, " ".join(text.split()))
-
-
-@dataclass(frozen=True)
-class DestinationOverview:
-    """The console's Destinations page: where mail goes and the limits it goes within."""
-
-    mode: str  # delivery_mode(), in words
-    direct: bool  # EMAIL_URL=mx://: the destinations below; else the relay is the one destination
-    relay: dict  # relay_rate_status()
-    destinations: list[dict]  # destination_list(): name, MX hosts, rate, connections, last error
-    held: dict[str, dict]  # held_destinations(): the recipient domains held now
-
-
-def destination_overview() -> DestinationOverview:
-    """The selector of the console's Destinations page: every destination used in the last day with
-    its MX hosts, connections in use, rate in force and why, and last error; the held recipient
-    domains; the relay's limits in relay mode."""
-    return DestinationOverview(
-        mode=delivery_mode(),
-        direct=is_direct_delivery(settings.EMAIL_URL or ""),
-        relay=relay_rate_status(),
-        destinations=destination_list(),
-        held=held_destinations(),
-    )

@@ -1,5 +1,10 @@
 """Which source address a direct delivery leaves from: its domain's pool, within the warm-up caps.
 
+The addresses (MAILSERVICE_SOURCE_ADDRESSES) and their EHLO names come from the configuration; the
+database holds the pools domains are assigned to (`SourcePool`) and each address's warm-up state
+(`SourceAddress`). An address a pool names that is no longer configured is left out of the pool until
+it is configured again (`domain_pools`).
+
 Warm-up (MAILSERVICE_WARMUP=N): an address sends at most N messages per destination on its first UTC
 day of warm-up, 2N on the second, 4N on the third…; once that cap passes MAILSERVICE_WARMUP_CEILING the
 address is warm. Its first day is the day it first sends (`SourceAddress.warmup_started`, kept in the
@@ -10,7 +15,7 @@ means an address configured ahead of use loses no warm-up day.
 The counts per (address, destination, UTC day) are shared by every worker process: a Redis counter
 per key, reserved before the send with one atomic script (so two workers never both take the last
 message of a cap) and expiring after two days; in-process while REDIS_URL is unset or Redis is
-unreachable, as relay_limits.py does. A message counts when its transaction is begun, sent or not.
+unreachable, as messaging/outbound/fleet_limits.py does. A message counts when its transaction is begun, sent or not.
 
 `choose_source` fills the warming addresses first (they need the traffic), then sends the overflow
 through the pool's warm addresses; when none has room it answers None and the message waits, without
@@ -28,12 +33,14 @@ from functools import cache
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from domains.models import SourceAddress
-from domains.sources import configured_addresses
-from messaging.outbound.relay_limits import shared_redis
-from messaging.outbound.transports import Source, helo_name
+from domains.models import Domain, SourceAddress
+from messaging.outbound.envelope import NotSent, Pool, Reply, SendResult, Source
+from messaging.outbound.fleet_limits import shared_redis
+from messaging.outbound.smtp_client import helo_name
 
 logger = logging.getLogger(__name__)
+
+ALL = "all"  # the pool of a domain assigned to none: every configured address
 
 KEY_PREFIX = "warmup"
 KEY_TTL = 2 * 86400  # seconds: a day's counters outlive the day, for the console, then go
@@ -55,6 +62,40 @@ redis.call('INCR', KEYS[2])
 redis.call('EXPIRE', KEYS[2], ARGV[2])
 return 1
 """
+
+
+def configured_addresses() -> dict[str, str]:
+    """{address: its EHLO name, "" for the default}, as MAILSERVICE_SOURCE_ADDRESSES gives them."""
+    return dict(settings.MAILSERVICE_SOURCE_ADDRESSES)
+
+
+def domain_pools(*, domain_ids: Iterable[int]) -> dict[int, Pool]:
+    """Each domain's pool, in one query; {} while no source address is configured (the system chooses)."""
+    configured = configured_addresses()
+    if not configured:
+        return {}
+    rows = {row.address: row for row in source_address_rows(configured)}
+    everything = Pool(ALL, tuple(configured), tuple(rows.values()))
+    pools: dict[int, Pool] = {}
+    for domain in Domain.objects.filter(pk__in=set(domain_ids)).select_related("source_pool"):
+        chosen = domain.source_pool
+        if chosen is None:
+            pools[domain.pk] = everything
+        else:
+            addresses = tuple(a for a in configured if a in set(chosen.addresses))
+            pools[domain.pk] = Pool(chosen.name, addresses, tuple(rows[a] for a in addresses))
+    return pools
+
+
+def source_address_rows(addresses: Iterable[str]) -> list[SourceAddress]:
+    """The warm-up rows of `addresses`, in their order, made for those that have none yet."""
+    wanted = list(addresses)
+    rows = {row.address: row for row in SourceAddress.objects.filter(address__in=wanted)}
+    missing = [SourceAddress(address=address) for address in wanted if address not in rows]
+    if missing:
+        SourceAddress.objects.bulk_create(missing, ignore_conflicts=True)  # another worker may make them too
+        rows = {row.address: row for row in SourceAddress.objects.filter(address__in=wanted)}
+    return [rows[address] for address in wanted]
 
 
 def source_of(row: SourceAddress) -> Source:
@@ -169,3 +210,17 @@ def counts_today(addresses: Iterable[str]) -> dict[str, int]:
     with _local.lock:
         same_day = _local.day == day
         return {address: _local.counts[key] if same_day else 0 for address, key in zip(wanted, totals, strict=True)}
+
+
+class PoolFull(Exception):
+    """No address of the message's pool may send it now (warm-up caps): nothing is begun."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.result = SendResult(final=Reply(451, f"4.7.0 not sent: {why}"), not_sent=NotSent(why, next_try()))
+
+
+def source_past_cap(pool: list[SourceAddress], destination: str) -> SourceAddress:
+    row = choose_source(pool, destination, past_cap=True)
+    assert row is not None  # past_cap always takes one of a pool that has addresses
+    return row

@@ -1,11 +1,11 @@
 """Direct delivery's SMTP sessions, and the idle ones each process keeps open between batches.
 
-A batch (messaging/outbound/mx.py) opens a session per MX address it needs and reuses it, after RSET,
+A batch (messaging/outbound/direct/transport.py) opens a session per MX address it needs and reuses it, after RSET,
 for the batch's other transactions to that address. When the batch ends, each session that may carry
 another transaction goes to the process's IdleSessions instead of being closed, for the next batch of
 any of the process's threads: a batch of 50 messages to 50 domains otherwise paid for 50 connections,
 banners, EHLOs and STARTTLS handshakes (docs/benchmarks.md, isolation). A batch looks for a kept
-session to any of the domain's MX hosts before it opens one (mx.py `_session`).
+session to any of the domain's MX hosts before it opens one (transport.py `_session`).
 
 What makes a session reusable for a transaction (its key, and `MxSession.meets`):
 - the MX address and port, and the source address and EHLO name it was opened from;
@@ -21,12 +21,12 @@ MAILSERVICE_MX_IDLE_SESSIONS idle, closing any beyond. A kept session is RSET be
 transaction: one the receiver has dropped meanwhile fails the RSET, is closed, and the batch connects
 anew; no message has been begun on it, so it costs a reconnect, never a failure or an attempt.
 
-An idle session keeps its destination's connection slot (messaging/outbound/shaping.py) until it
+An idle session keeps its destination's connection slot (messaging/outbound/direct/destinations.py) until it
 closes: the receiver counts the connection while it is open, whatever this side does with it, so a
 slot given back on idle would let the fleet hold more connections than MAILSERVICE_MX_CONNECTIONS. The
 cost, other workers finding the destination at its cap, is bounded by the short idle time; within the
 process, a batch that finds the destination at its cap closes one of its idle sessions and takes its
-slot (mx.py `_slot`).
+slot (transport.py `_slot`).
 """
 
 import threading
@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from messaging.outbound import mx_tls
-from messaging.outbound.relay_limits import give_back_slot
-from messaging.outbound.transports import SmtpConnection, Source
+from messaging.outbound.direct import tls_policy
+from messaging.outbound.envelope import Source
+from messaging.outbound.fleet_limits import give_back_slot
+from messaging.outbound.smtp_client import SmtpConnection
 
 # An idle session is closed without waiting longer for its QUIT's reply: nothing depends on the reply,
 # and a slow receiver's (a tarpit's) would hold the reaper and, meanwhile, the other sessions' slots.
@@ -63,8 +64,8 @@ class MxSession:
     source: Source | None
     destination: str = ""
     slot: str | None = None  # its destination's connection slot, given back when it closes
-    secured: str = mx_tls.NONE  # the mandatory policy its TLS was checked against (for host), if any
-    tlsa: tuple[mx_tls.Tlsa, ...] = ()  # under DANE: the records its certificate matched
+    secured: str = tls_policy.NONE  # the mandatory policy its TLS was checked against (for host), if any
+    tlsa: tuple[tls_policy.Tlsa, ...] = ()  # under DANE: the records its certificate matched
     opened_at: float = field(default_factory=time.monotonic)
     transactions: int = 0
     idle_since: float = 0.0
@@ -73,11 +74,11 @@ class MxSession:
     def key(self) -> SessionKey:
         return (self.source, self.address, self.port)
 
-    def meets(self, host: str, policy: mx_tls.HostPolicy) -> bool:
+    def meets(self, host: str, policy: tls_policy.HostPolicy) -> bool:
         """Whether this session may carry a transaction that `policy` governs."""
         if not policy.mandatory:
             return True
-        same_records = policy.kind != mx_tls.DANE or self.tlsa == policy.tlsa
+        same_records = policy.kind != tls_policy.DANE or self.tlsa == policy.tlsa
         return self.host == host and self.secured == policy.kind and same_records
 
     def reusable(self) -> bool:

@@ -8,16 +8,16 @@ anywhere is refused: relays disagree on whether it ends a line (or, before a dot
 is what SMTP smuggling and header injection past the DKIM signature use. The body is not parsed
 here (the text/plain part is found by the inbound parser's compat32 walk, which never raises).
 
-The header block is split into fields by messaging/outbound/submitted.py, which dispatch also uses
-to send the message as submitted: this room hands its messages to outbound, never the reverse.
+The header block is split into fields by submitted.py, beside it, which dispatch also uses to send
+the message as submitted.
 """
 
 from dataclasses import dataclass
 
 from mailservice.mailbox import is_mailbox
-from messaging.inbound.parsing import decode_header_value, storable
-from messaging.outbound.mime import single_line
-from messaging.outbound.submitted import SubmissionMalformed, raw_fields, split_head
+from messaging.rfc5322.parsing import decode_header_value, storable
+from messaging.rfc5322.rendering import single_line
+from messaging.rfc5322.submitted import SubmissionMalformed, raw_fields, split_head
 
 # RFC 2047 words are decoded only in values up to this long: the standard library's decoder
 # rescans the rest of the value from every `=?`, quadratic in a hostile header.

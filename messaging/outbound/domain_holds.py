@@ -2,7 +2,7 @@
 
 A temporary refusal naming recipients (a 4xx answer to RCPT TO: 450, 451, 452, 421) holds their
 domain at once; temporary failures of whole messages to one domain (a 4xx to DATA that is not a
-relay-wide "slow down", see messaging/outbound/relay_limits.py) hold it after STRIKES in a row. The n-th hold
+relay-wide "slow down", see messaging/outbound/fleet_limits.py) hold it after STRIKES in a row. The n-th hold
 in a row lasts MAILSERVICE_DESTINATION_BACKOFF_BASE * 2^(n-1) seconds (at most BACKOFF_MAX); a
 delivery to the domain ends the streak. While a domain is held, its claimed messages are put back
 until the hold ends without using an attempt; the message whose failure started the hold is
@@ -23,8 +23,8 @@ from datetime import UTC, datetime
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from messaging.outbound.relay_limits import as_text, is_slow_down, shared_redis
-from messaging.outbound.transports import SendResult
+from messaging.outbound.envelope import SendResult
+from messaging.outbound.fleet_limits import as_text, is_slow_down, shared_redis
 
 logger = logging.getLogger(__name__)
 

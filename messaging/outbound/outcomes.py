@@ -1,0 +1,315 @@
+"""What one attempt at a message came to, and its record: a final status, or a retry.
+
+`classify` turns a transport's `SendResult` into a `SendOutcome`: delivered, bounced or failed per
+recipient, or a temporary failure (4xx, connection error, timeout) that schedules the next attempt
+with exponential backoff and jitter in `next_attempt_at` (`retry_delay`). A receiver's "slow down"
+(messaging/outbound/provider_rules.py) or a destination's limit puts the message back without using
+an attempt, each put-back after the first a little later, FREE_THROTTLES times in a row at most; then
+the attempt counts (`slowed_down`).
+
+The outcome is recorded with one write conditional on the claimer's lease value (the fencing token,
+messaging/outbound/leases.py) and on the message's status, with its events, in one transaction
+(`record_outcome`, or the one statement of messaging/sql.py): a worker that lost its lease records
+nothing. A database error while recording is retried RECORD_RETRY_SECONDS apart for as long as a lease
+lasts (`record_durably`): the message may already be at the relay, and the fence makes a retry safe.
+"""
+
+import logging
+import random
+import smtplib
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from itertools import takewhile
+
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
+
+from mailservice import metrics
+from messaging import sql
+from messaging.models import (
+    BounceType,
+    EventRecord,
+    EventType,
+    Message,
+    MessageEvent,
+    Status,
+)
+from messaging.outbound.envelope import NotSent, Reply, SendResult
+from messaging.outbound.fleet_limits import is_slow_down, relay_slow_down
+from messaging.outbound.smtp_client import reply_of
+from messaging.outbound.transports import transport
+from messaging.reply_causes import NO_CAUSE, Explained, explain
+
+logger = logging.getLogger(__name__)
+RECORD_RETRY_SECONDS = 0.5
+# A message put back by this many slow-down answers in a row (no attempt used each time) is charged
+# the next one, with the backoff: a receiver that keeps throttling cannot keep it in a fast loop.
+FREE_THROTTLES = 10
+# Each free put-back after the first waits longer (0.25 s, doubling, at most 5 s): a relay at its
+# connection limit greets every new connection with 421 while its slots are busy, and retries at once
+# spent all ten free throttles in two seconds (tests/messaging/test_postfix_peers.py). Ten take ~28 s.
+THROTTLE_PAUSE_BASE_SECONDS = 0.25
+THROTTLE_PAUSE_MAX_SECONDS = 5.0
+THROTTLE_MARK = "asked to slow down"  # in the `why` of every slow-down put-back, so they can be counted
+FOLLOW_UP_HORIZON = 5.0  # seconds: a message put back until no later than this gets a follow-up batch
+
+
+def retry_delay(*, attempt: int) -> timedelta:
+    """How long to wait after failed attempt number `attempt` (1-based): base * 2^(attempt-1), capped, plus jitter."""
+    base = settings.MAILSERVICE_DISPATCH_BACKOFF_BASE * 2 ** (attempt - 1)
+    capped = min(base, settings.MAILSERVICE_DISPATCH_BACKOFF_MAX)
+    return timedelta(seconds=capped * (1 + random.uniform(0, settings.MAILSERVICE_DISPATCH_BACKOFF_JITTER)))
+
+
+@dataclass(frozen=True)
+class SendOutcome:
+    """What one attempt came to: the message's final status, or (`retry`) back to the queue for another attempt."""
+
+    status: str  # the Status recorded: a final one, or ACCEPTED (the message stays queued) with `retry`
+    events: list[EventRecord]
+    last_error: str = ""
+    retry: bool = False
+    retry_at: datetime | None = None  # the next attempt, instead of the backoff schedule
+    charged: bool = True  # False: no attempt was made after all (a hold, a slow-down): it is given back
+    slow_down: bool = False  # the relay asked the fleet to slow down: stop this batch
+    follow_up: bool = False  # a destination's limit put it back: a follow-up batch picks it up within seconds
+
+
+def _retry(
+    events: list[EventRecord],
+    last_error: str,
+    *,
+    retry_at: datetime | None = None,
+    charged: bool = True,
+    slow_down: bool = False,
+    follow_up: bool = False,
+) -> SendOutcome:
+    """Another attempt later (`retry_at`, else the backoff schedule): the message stays accepted."""
+    return SendOutcome(
+        Status.ACCEPTED,
+        events,
+        last_error,
+        retry=True,
+        retry_at=retry_at,
+        charged=charged,
+        slow_down=slow_down,
+        follow_up=follow_up,
+    )
+
+
+def _explained(reply: Reply | None) -> Explained:
+    """Why the receiver refused or deferred, from `reply`'s codes (messaging/reply_causes.py)."""
+    return NO_CAUSE if reply is None else explain(reply.code, reply.enhanced_status, reply.text)
+
+
+def _reply_event(
+    kind: str,
+    recipient: str,
+    reply: Reply,
+    *,
+    domain: str,
+    detail: str | None = None,
+    bounce: bool = False,
+    host: str = "",
+) -> EventRecord:
+    """An event about the relay's `reply`, its parts recorded as fields; its detail is the reply itself unless
+    given, with the failure's cause (and for an authentication refusal, the check of `domain` to fix).
+    A bounce is soft when its enhanced status (else its reply code) is a 4xx one: decided here, once."""
+    bounce_type = ""
+    if bounce:
+        bounce_type = BounceType.SOFT if (reply.enhanced_status or str(reply.code)).startswith("4") else BounceType.HARD
+    explained = _explained(reply)
+    return EventRecord(
+        kind,
+        recipient,
+        f"{reply if detail is None else detail}{explained.note(domain)}",
+        smtp_code=reply.code,
+        enhanced_status=reply.enhanced_status,
+        diagnostic=reply.text,
+        bounce_type=bounce_type,
+        remote_host=host or transport().host,
+        cause=explained.cause,
+        fix_check=explained.check,
+    )
+
+
+def temporary(message: Message, error: str, reply: Reply | None = None) -> SendOutcome:
+    """Retry later, or give up once the attempts are used up; `reply`: the relay's answer behind `error`, if any."""
+    if message.attempts >= settings.MAILSERVICE_DISPATCH_MAX_ATTEMPTS:
+        kind, detail = EventType.FAILED, f"attempt {message.attempts}, giving up: {error}"
+    else:
+        kind, detail = EventType.DEFERRED, f"attempt {message.attempts}: {error}"
+    if reply is None:
+        event = EventRecord(kind, "", detail)
+    else:
+        event = _reply_event(kind, "", reply, domain=message.domain.name, detail=detail)
+    if kind == EventType.FAILED:
+        return SendOutcome(Status.FAILED, [event], error)
+    return _retry([event], error)
+
+
+def classify(message: Message, result: SendResult) -> SendOutcome:
+    domain = message.domain.name
+    rejected = [
+        _reply_event(EventType.RECIPIENT_REJECTED, rcpt, reply, domain=domain, bounce=True, host=result.remote_host)
+        for rcpt, reply in result.refused.items()
+    ]
+    if result.delivered:
+        delivered = _reply_event(EventType.DELIVERED, "", result.final, domain=domain, host=result.remote_host)
+        return SendOutcome(Status.DELIVERED, [*rejected, delivered])
+    replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
+    if all(reply.code >= 500 and reply.local for reply in replies):
+        # No server refused it: the service found it cannot be delivered (a null MX, no such domain).
+        failed = _reply_event(EventType.FAILED, "", result.final, domain=domain, host=result.remote_host)
+        return SendOutcome(Status.FAILED, [*rejected, failed], failed.detail)
+    if all(reply.code >= 500 for reply in replies):
+        bounced = _reply_event(EventType.BOUNCED, "", result.final, domain=domain, bounce=True, host=result.remote_host)
+        return SendOutcome(Status.BOUNCED, [*rejected, bounced], bounced.detail)
+    return temporary(message, str(result.final), result.final)
+
+
+def record_outcome(message: Message, outcome: SendOutcome, now: datetime) -> bool:
+    """Write the outcome if this worker still holds the lease; False if it lost it."""
+    fields: dict = {"status": outcome.status, "last_error": outcome.last_error, "lease_expires_at": None}
+    fields["next_attempt_at"] = (
+        (outcome.retry_at or now + retry_delay(attempt=message.attempts)) if outcome.retry else None
+    )
+    if not outcome.charged:
+        fields["attempts"] = message.attempts - 1
+    if message.message_id_header:
+        fields["message_id_header"] = message.message_id_header
+    if sql.available() and outcome.events:  # the one statement needs an event row to insert
+        return sql.dispatch_record_in_one_statement(message, fields, outcome.events, now)
+    with transaction.atomic():
+        mine = Message.objects.filter(
+            pk=message.pk,
+            created_at=message.created_at,  # the day partition, as in sql.dispatch_record_in_one_statement
+            status=Status.ACCEPTED,
+            lease_expires_at=message.lease_expires_at,
+        )
+        if mine.update(**fields, updated_at=now) != 1:
+            return False
+        MessageEvent.objects.bulk_create(event.row(message) for event in outcome.events)
+    return True
+
+
+def record_durably(message: Message, outcome: SendOutcome) -> bool:
+    """`record_outcome`, retried across a database outage for as long as a lease lasts.
+
+    The message may already be at the relay: giving up here would leave it leased and `accepted`,
+    and once the lease ran out it would be claimed and sent again. Retrying is safe because the
+    write is fenced by the lease value: if another worker claimed the message meanwhile, it is refused.
+    """
+    deadline = time.monotonic() + settings.MAILSERVICE_DISPATCH_LEASE_SECONDS
+    while True:
+        try:
+            return record_outcome(message, outcome, timezone.now())
+        except (OperationalError, InterfaceError) as exc:
+            if time.monotonic() >= deadline:
+                raise
+            logger.warning("recording the outcome of %s: database unavailable, retrying: %s", message.public_id, exc)
+            connection.close()  # a connection the server cut is not reused
+            time.sleep(RECORD_RETRY_SECONDS)
+
+
+def not_sent(
+    message: Message,
+    *,
+    retry_at: datetime,
+    why: str,
+    slow_down: bool = False,
+    follow_up: bool = False,
+    reply: Reply | None = None,
+) -> SendOutcome:
+    """Put a claimed message back until `retry_at` without using an attempt: held, or the relay or a
+    destination asked to slow down (or is at its limits) with `reply`, whose cause the event carries."""
+    explained = _explained(reply)
+    note = explained.note(message.domain.name)
+    detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC{note}"
+    event = EventRecord(EventType.DEFERRED, "", detail, cause=explained.cause, fix_check=explained.check)
+    return _retry([event], why, retry_at=retry_at, charged=False, slow_down=slow_down, follow_up=follow_up)
+
+
+def _throttles_in_a_row(message: Message) -> int:
+    """How many of the message's latest events are slow-down put-backs (up to FREE_THROTTLES)."""
+    recent = message.events.order_by("-pk").values_list("type", "detail")[:FREE_THROTTLES]
+    return len(list(takewhile(lambda event: event[0] == EventType.DEFERRED and THROTTLE_MARK in event[1], recent)))
+
+
+def slowed_down(message: Message, why: str, *, reply: Reply, retry_at: datetime, relay: bool) -> SendOutcome:
+    """A slow-down answer (`reply`): put back without using an attempt, unless FREE_THROTTLES in a row already
+    were; then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell)."""
+    in_a_row = _throttles_in_a_row(message)
+    if in_a_row >= FREE_THROTTLES:
+        charged = temporary(message, f"{why} ({FREE_THROTTLES} times in a row without using an attempt)", reply)
+        return replace(charged, slow_down=relay)
+    retry_at += _throttle_pause(in_a_row)
+    return not_sent(message, retry_at=retry_at, why=why, slow_down=relay, follow_up=not relay, reply=reply)
+
+
+def _throttle_pause(in_a_row: int) -> timedelta:
+    """How much later than asked a message put back by `in_a_row` slow-downs before this one is retried."""
+    if in_a_row == 0:
+        return timedelta(0)
+    seconds = THROTTLE_PAUSE_BASE_SECONDS * 2 ** (in_a_row - 1)
+    return timedelta(seconds=min(seconds, THROTTLE_PAUSE_MAX_SECONDS))
+
+
+def destination_limited(message: Message, refusal: NotSent, reply: Reply) -> SendOutcome:
+    """Direct delivery held the message back untried: a destination's limit (connection cap, rate, a
+    slow-down answer: `reply`) or its pool's warm-up caps. A follow-up batch comes for what is due within seconds."""
+    if refusal.throttle:
+        return slowed_down(message, refusal.why, reply=reply, retry_at=refusal.until, relay=False)
+    soon = refusal.until - timezone.now() <= timedelta(seconds=FOLLOW_UP_HORIZON)
+    return not_sent(message, retry_at=refusal.until, why=refusal.why, follow_up=soon)
+
+
+class PartlySent(Exception):
+    """The relay connection failed after some of a message's recipients got it: `outcome` records them
+    as delivered and the rest as not sent (sending the message again would deliver it twice)."""
+
+    def __init__(self, outcome: SendOutcome, error: str) -> None:
+        super().__init__(error)
+        self.outcome = outcome
+
+
+def _log_outcome(message: Message, outcome: SendOutcome) -> None:
+    """One line per attempt: its result (a retry is `accepted`) and the relay's last error, if any."""
+    context = {"message_id": message.public_id, "domain": message.domain.name}
+    detail = f" ({outcome.last_error})" if outcome.last_error else ""
+    logger.info("dispatch: %s%s", outcome.status, detail, extra=context)
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def connection_failed(message: Message, exc: OSError | smtplib.SMTPException | PartlySent) -> SendOutcome:
+    """The outcome of the message in flight when the relay connection failed, and the fleet's slow-down
+    when the relay refused the connection at its cap. A slow-down answer at connect or greeting (421)
+    costs no attempt: the message was not sent, and is due again at once at the lowered rate."""
+    error = str(exc) if isinstance(exc, PartlySent) else error_text(exc)
+    logger.warning("dispatch of %s: the relay connection failed: %s", message.public_id, error)
+    metrics.RELAY_REPLIES.labels(reply_class="connection_error").inc()
+    if isinstance(exc, PartlySent):
+        return exc.outcome
+    reply = reply_of(exc)
+    if reply is not None and is_slow_down(reply):
+        relay_slow_down(reply=str(reply))
+        why = f"the relay {THROTTLE_MARK} before the message: {reply}"
+        return slowed_down(message, why, reply=reply, retry_at=timezone.now(), relay=True)
+    if isinstance(exc, ConnectionRefusedError):
+        relay_slow_down(reply=error)  # refused at the relay's connection cap: the fleet backs off together
+    return temporary(message, error)
+
+
+def record_attempt(message: Message, outcome: SendOutcome) -> bool:
+    """Record the outcome durably, counted and logged; False if the lease was lost meanwhile."""
+    if not record_durably(message, outcome):
+        return False
+    if not message.is_test:  # a simulated outcome is no delivery, bounce or complaint
+        metrics.dispatch_recorded(domain=message.domain.name, status=outcome.status, accepted_at=message.created_at)
+    _log_outcome(message, outcome)
+    return True
