@@ -27,12 +27,13 @@ from django.utils import timezone
 
 from domains.dns import dns_resolver
 from domains.models import Domain
+from mailservice.addresses import may_connect
 from mailservice.errors import ApiError, ValidationFailed
 from mailservice.http_deadline import REQUEST_ERRORS, post_status
 from mailservice.ids import public_id
 from mailservice.mailbox import InvalidAddress, parse_address
 from messaging.models import Direction, Message, Status, TlsReportStatus, TlsReportSubmission
-from messaging.outbound.mx import Undeliverable, a_label, public_address
+from messaging.outbound.mx import Undeliverable, a_label
 from messaging.outbound.tls_reports import policy_domains_counted, report_window, tls_report
 from messaging.services import message_store, send_permitted
 
@@ -285,7 +286,7 @@ def _https_target(rua: str) -> tuple[str, str, ipaddress.IPv4Address | ipaddress
     except Undeliverable:
         raise ReportRefused(f"{hostname} is not a host name") from None
     addresses = _resolved(host)
-    allowed = [a for a in addresses if settings.MAILSERVICE_MX_ALLOW_PRIVATE or public_address(a)]
+    allowed = [a for a in addresses if may_connect(a, allow_private=settings.MAILSERVICE_MX_ALLOW_PRIVATE)]
     if not allowed:
         shown = ", ".join(str(a) for a in addresses[:3])
         raise ReportRefused(

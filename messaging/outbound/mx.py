@@ -52,6 +52,7 @@ from django.core.exceptions import ImproperlyConfigured
 from domains.dns import dns_resolver
 from domains.models import SourceAddress
 from domains.sources import Pool, source_address_rows
+from mailservice.addresses import may_connect
 from mailservice.errors import ValidationFailed
 from messaging.outbound import mx_tls
 from messaging.outbound.mta_sts import policy_for, verified_tls_context
@@ -178,14 +179,6 @@ def _is_ip_literal(host: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Reachable on the internet: not loopback, private, link-local, reserved or multicast (nor an IPv6
-    address that maps to such an IPv4 one)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_global and not address.is_multicast
 
 
 @dataclass(frozen=True)
@@ -337,7 +330,7 @@ class MxConnection:
         return self._sts[domain]
 
     def _may_connect(self, address: str) -> bool:
-        return self.allow_private or public_address(ipaddress.ip_address(address))
+        return may_connect(address, allow_private=self.allow_private)
 
     def _slot(self, destination: str, *, follows: bool) -> str:
         """A connection slot of the destination. At its cap: the slot of a session to it the process keeps
@@ -511,7 +504,7 @@ class MxConnection:
                 continue
             except dns.exception.DNSException as exc:
                 failure = f"the {rdtype} lookup of {host} failed: {_brief(exc)}"
-        usable = [a for a in found if self.allow_private or public_address(ipaddress.ip_address(a))]
+        usable = [a for a in found if may_connect(a, allow_private=self.allow_private)]
         if usable:
             return usable
         if failure:
