@@ -16,6 +16,7 @@ import h11
 import httpx
 import pytest
 
+from apikeys.models import Permission
 from mailservice.api.middleware import BATCH_PATH
 from messaging.models import Message
 from tests.factories import ApiKeyFactory, DomainFactory
@@ -93,17 +94,33 @@ def warm(port: int, headers: dict[str, str]) -> None:
     httpx.post(f"http://127.0.0.1:{port}{BATCH_PATH}", json={"messages": []}, headers=headers, timeout=DEADLINE)
 
 
+def key_header(kind: str) -> dict[str, str]:
+    if kind == "no key":
+        return {}
+    if kind == "wrong key":
+        return {"Authorization": "Bearer ms_AAAAAAAAAAAA_wrongwrongwrong"}
+    read_only = ApiKeyFactory(domain=DomainFactory(name="acme.example.com"), permissions=(Permission.READ,))
+    return {"Authorization": f"Bearer {read_only.secret}"}
+
+
 @pytest.mark.parametrize(
-    "headers", [{}, {"Authorization": "Bearer ms_AAAAAAAAAAAA_wrongwrongwrong"}], ids=["no key", "wrong key"]
+    ("kind", "answer"),
+    [
+        ("no key", (401, "Unauthorized")),
+        ("wrong key", (401, "Unauthorized")),
+        ("read-only key", (403, "MissingPermission")),
+    ],
+    ids=["no key", "wrong key", "read-only key"],
 )
-def test_30_unauthenticated_40_mib_batches_are_401_without_their_bodies_being_read(server, headers):
+def test_30_40_mib_batches_without_a_sending_key_are_refused_without_their_bodies_being_read(server, kind, answer):
+    headers = key_header(kind)
     warm(server.port, headers)
     worker = worker_pid(server.pid)
     before, _ = memory_mib(worker)
 
     answers = attack(server.port, headers, 30)
 
-    assert [(status, body["error"]["code"]) for status, body, _ in answers] == [(401, "Unauthorized")] * 30
+    assert [(status, body["error"]["code"]) for status, body, _ in answers] == [answer] * 30
     # Answered with most of the body unsent: what was sent sits in the sockets' buffers, unread by the
     # server (uvicorn reads at most 64 KiB ahead of the application).
     assert max(sent for *_, sent in answers) < BODY_BYTES // 4, [sent for *_, sent in answers]
