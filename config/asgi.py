@@ -5,7 +5,8 @@ else runs: a slow client costs a socket, not a thread. Django then runs as a WSG
 fixed pool of WEB_THREADS threads per process (a2wsgi), and reads the body only when a view asks for
 it, after the middleware has counted the request against the rate limit and the view has checked
 the key: a request refused for either is answered without a byte of its body read (uvicorn then
-discards whatever the client still sends). `BodyLimit` holds what is read to the path's limit
+discards whatever the client still sends). A body that stops coming frees its thread after
+BODY_IDLE_SECONDS. `BodyLimit` holds what is read to the path's limit
 (DATA_UPLOAD_MAX_MEMORY_SIZE, or MAILSERVICE_BATCH_MAX_BYTES for a batch of sends; past it 413
 `RequestTooLarge`). Django's own ASGI handler instead started a thread per request: a send cost
 5.0–7.2 ms of CPU against 3.7 this way (bench/results/before-after-web-server.md), and each thread's
@@ -13,6 +14,7 @@ persistent database connection outlived it, so under load the open connections g
 PostgreSQL's max_connections. Here each pool thread keeps one, as a sync worker would.
 """
 
+import asyncio
 import os
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +38,11 @@ from mailservice.api.middleware import max_body_bytes  # noqa: E402 - needs the 
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
+
+# A view reading the body holds one of the WEB_THREADS threads: a client that stops sending its body
+# (after the key was checked) is answered 400 once none of it has come for this long, as nginx's
+# client_body_timeout. A reverse proxy that buffers bodies never lets one trickle in.
+BODY_IDLE_SECONDS = 10
 
 
 class BodyLimit:
@@ -61,7 +68,10 @@ class BodyLimit:
 
         async def bounded() -> Message:
             nonlocal received
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), BODY_IDLE_SECONDS)
+            except TimeoutError:
+                raise BadRequest(f"No byte of the body arrived for {BODY_IDLE_SECONDS} s") from None
             if message["type"] == "http.disconnect":
                 # a2wsgi would hand the application a truncated body as if it were whole.
                 raise BadRequest("The client closed the connection before the end of its body")
