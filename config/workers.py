@@ -2,7 +2,8 @@
 
 An event loop holds each connection, so a client that sends its request slowly (one header line
 every few seconds) costs a socket and a coroutine, not a whole worker as with gunicorn's sync
-workers; Django then runs the request in a fixed thread pool (config/asgi.py) once it has fully arrived.
+workers; Django then runs the request in a fixed thread pool (config/asgi.py) once its head has arrived,
+and reads the body only as a view asks for it.
 """
 
 import gc
