@@ -408,6 +408,10 @@ MAILSERVICE_MTA_STS_PORT = env_int("MAILSERVICE_MTA_STS_PORT", 443)
 # TLS-RPT (RFC 8460, messaging/tls_reports/sending.py): the address daily TLS reports are sent from, on a
 # verified sending domain (they must be DKIM-signed); unset, no report is sent.
 MAILSERVICE_TLSRPT_FROM = env_str("MAILSERVICE_TLSRPT_FROM")
+# At most this many reports a day to one rua mailbox (mailto:) or host (https:), across every policy domain:
+# anyone can publish a rua at a third party for domains the service delivers to, and each report is a
+# DKIM-signed mail from the operator's reporter. The rest are skipped (mailservice_tls_reports_skipped_total).
+MAILSERVICE_TLSRPT_MAX_PER_RUA = env_int("MAILSERVICE_TLSRPT_MAX_PER_RUA", 5)
 # Direct delivery's source addresses, `ADDR[=HELO],…` (messaging/outbound/direct/sources.py): each MX connection
 # binds to one and gives its name in EHLO (default MAILSERVICE_HELO_NAME); the readiness check tests their SPF
 # and reverse DNS. Unset: the system's choice.

@@ -93,6 +93,23 @@ def canonical_domain(name: str, *, trailing_dot: bool = False) -> str:
     return wire
 
 
+# A name written after an "@" in display text; linear: one character class with nothing after it.
+_NAME_AFTER_AT = re.compile(rf"@([^\x00{_WHITESPACE}<>@,;:\"'()\[\]]+)")
+
+
+def display_domains(value: str) -> list[str]:
+    """The canonical domains of the addresses a Mailbox's display text shows (victim.test in
+    `"ceo@victim.test" <app@acme.test>`): what a reader takes for the sender. Text after an "@" that
+    is no domain name (`@home`) is no address."""
+    found = []
+    for match in _NAME_AFTER_AT.finditer(split_mailbox(value)[0]):
+        try:
+            found.append(canonical_domain(match.group(1).rstrip(".")))
+        except InvalidAddress:
+            continue
+    return found
+
+
 def _address_literal(domain: str) -> str:
     """`[192.0.2.1]` or `[IPv6:2001:db8::1]` (RFC 5321 4.1.3), written in its canonical form."""
     inner = domain[1:-1]

@@ -51,6 +51,10 @@ WEBHOOK_DELIVERIES = Counter(
     "Webhook requests: succeeded (2xx), retry (failed, tried again later) or failed (given up)",
     ["outcome"],
 )
+TLS_REPORTS_SKIPPED = Counter(
+    "mailservice_tls_reports_skipped",
+    "TLS reports not sent because their rua mailbox or host had had MAILSERVICE_TLSRPT_MAX_PER_RUA that day",
+)
 ACCEPT_SECONDS = Histogram(
     "mailservice_accept_seconds",
     "Time to answer an accepted POST /v1/send (validation, checks and the stored message)",
@@ -98,6 +102,10 @@ def dispatch_recorded(*, domain: str, status: str, accepted_at: datetime) -> Non
 
 def aggregate_report(*, kind: str, outcome: str) -> None:
     AGGREGATE_REPORTS.labels(kind=kind, outcome=outcome).inc()
+
+
+def tls_report_skipped() -> None:
+    TLS_REPORTS_SKIPPED.inc()
 
 
 def report_recorded(*, domain: str, outcome: str) -> None:

@@ -8,8 +8,8 @@ from django.utils import timezone
 from domains.models import Domain
 from domains.sending import global_paused, send_refusal, sending_paused_error
 from domains.services import allowance_consume
-from mailservice.errors import ApiError, ErrorCode, PermissionDenied
-from mailservice.mailbox import InvalidAddress, parse_address
+from mailservice.errors import ApiError, ErrorCode, PermissionDenied, ValidationFailed
+from mailservice.mailbox import InvalidAddress, display_domains, parse_address
 from messaging import sql
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.outbound.tasks import dispatch_enqueue
@@ -137,11 +137,21 @@ def send_permitted(*, domain: Domain, from_address: str) -> None:
         raise refusal
 
 
+class DisplayNameRefused(ValidationFailed):
+    """A display name showing an address in another domain than the sender's (SMTP submission: 550 5.7.1)."""
+
+
 def _sender_check(*, domain: Domain, from_address: str) -> None:
-    """403 SenderNotAllowed unless the sender is on the key's domain."""
+    """403 SenderNotAllowed unless the sender is on the key's domain; 400 when its display name shows an
+    address in another domain, which readers would take for the sender (`"ceo@victim.test" <app@acme.test>`)."""
     if not _is_on_domain(from_address, domain):
         raise PermissionDenied(
             f"from: the sender must be on this key's domain ({domain.name})", code=ErrorCode.SENDER_NOT_ALLOWED
+        )
+    shown = next((name for name in display_domains(from_address) if name != domain.name), None)
+    if shown is not None:
+        raise DisplayNameRefused(
+            f"from: the display name shows an address in {shown}, another domain than the sender's ({domain.name})"
         )
 
 

@@ -5,8 +5,8 @@ be refused is refused up front) and again at every request, on the addresses the
 connects to (the request goes to the checked address, so a name that resolves elsewhere a moment
 later — DNS rebinding — cannot redirect it to the internal network).
 
-An IPv6 address that carries an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) reaches that
-IPv4 address through the host's stack or a translator, so the IPv4 address must be public too.
+Which addresses may be connected to is the service's one policy (mailservice.addresses.may_connect),
+with MAILSERVICE_WEBHOOK_ALLOW_PRIVATE for this path.
 """
 
 import ipaddress
@@ -16,18 +16,10 @@ from urllib.parse import SplitResult, urlsplit
 
 from django.conf import settings
 
+from mailservice.addresses import may_connect
 from mailservice.errors import ErrorCode, ValidationFailed
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-# Prefixes whose low 32 bits are the IPv4 address they reach (RFC 4291 §2.5.5, RFC 6052).
-_LOW_32_BITS_IPV4 = (
-    ipaddress.IPv6Network("::/96"),  # IPv4-compatible (deprecated)
-    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64, well-known prefix
-)
-# Not globally reachable per the IANA registry, though Python 3.11's table says so: NAT64
-# local-use (RFC 8215), whose translator is the operator's own network.
-_NOT_GLOBAL = (ipaddress.IPv6Network("64:ff9b:1::/48"),)
 
 
 class TargetRefused(Exception):
@@ -53,25 +45,8 @@ def redacted_url(url: str) -> str:
     return SplitResult(parts.scheme, literal + port, parts.path, "", "").geturl()
 
 
-def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    found = [ipv4 for ipv4 in (address.ipv4_mapped, address.sixtofour) if ipv4 is not None]
-    if address.teredo:
-        found += address.teredo  # (server, client)
-    if any(address in network for network in _LOW_32_BITS_IPV4):
-        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
-    return found
-
-
 def _allowed(address: IPAddress) -> bool:
-    if settings.MAILSERVICE_WEBHOOK_ALLOW_PRIVATE:
-        return True
-    if not address.is_global:
-        return False
-    if address.version == 4:
-        return True
-    return not any(address in network for network in _NOT_GLOBAL) and all(
-        ipv4.is_global for ipv4 in _embedded_ipv4(address)
-    )
+    return may_connect(address, allow_private=settings.MAILSERVICE_WEBHOOK_ALLOW_PRIVATE)
 
 
 def _name_refusal(hostname: str) -> str | None:

@@ -164,7 +164,7 @@ class RateLimitMiddleware:
         if request.method == "POST":
             if "wsgi.input" in request.META and not request.META.get("CONTENT_LENGTH"):
                 # Django reads a WSGI body up to Content-Length: a chunked body would be taken as
-                # empty. The ASGI server of the Procfile reads it (config/asgi.py bounds it).
+                # empty. The ASGI server of the Procfile hands one on with its limit as its length (config/asgi.py).
                 return error_response(
                     request,
                     ErrorCode.BAD_REQUEST,

@@ -1,5 +1,6 @@
 """Request and response shapes of the API (spec section 2 and 4). Serializers validate; they never write."""
 
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
@@ -301,10 +302,19 @@ class MessageListQuerySerializer(StrictSerializer):
     direction = serializers.ChoiceField(choices=Direction.choices, required=False)
 
 
-def parse_list_query(query: QueryDict) -> dict[str, Any]:
+def query_check(query: QueryDict, *, allowed: Collection[str]) -> None:
+    """400 unless every query parameter is one the operation takes, each given once: a parameter the
+    operation does not know would be silently ignored, and of a repeated one (`?token=x&token=<valid>`)
+    each reader could take a different value."""
+    unknown = [name for name in query if name not in allowed]
+    if unknown:
+        raise ValidationFailed(f"{unknown[0]}: unknown query parameter")
     repeated = [name for name, values in query.lists() if len(values) > 1]
     if repeated:
         raise ValidationFailed(f"{repeated[0]}: may be given only once")
+
+
+def parse_list_query(query: QueryDict) -> dict[str, Any]:
     serializer = MessageListQuerySerializer(data=query.dict())
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data

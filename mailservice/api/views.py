@@ -10,6 +10,7 @@ from drf_spectacular.utils import (
     extend_schema,
 )
 from drf_spectacular.views import SpectacularJSONAPIView
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -23,6 +24,7 @@ from mailservice.api.serializers import (
     parse_list_query,
     parse_send_batch,
     parse_send_request,
+    query_check,
     send_response,
 )
 from mailservice.errors import ValidationFailed
@@ -36,7 +38,18 @@ from webhooks.links import link_check
 logger = logging.getLogger(__name__)
 
 
-class SendView(APIView):
+class ApiView(APIView):
+    """An operation of /v1/: any query parameter but the ones it lists (`query_parameters`), or one given
+    twice, is a 400, checked once the key is (a request is judged from its headers first)."""
+
+    query_parameters: tuple[str, ...] = ()
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        query_check(request.query_params, allowed=self.query_parameters)
+
+
+class SendView(ApiView):
     permission_classes = [CanSend]
 
     @operations.send
@@ -67,7 +80,7 @@ def _respond_once(request: Request, *, key: str | None, send: Callable[[], dict[
     return Response(result.response, headers={"Idempotent-Replayed": "true"} if result.replayed else None)
 
 
-class SendBatchView(APIView):
+class SendBatchView(ApiView):
     """An addition to the spec's operations: many sends in one request, all or none."""
 
     permission_classes = [CanSend]
@@ -89,8 +102,9 @@ class SendBatchView(APIView):
         return _respond_once(request, key=key, send=send)
 
 
-class MessageListView(APIView):
+class MessageListView(ApiView):
     permission_classes = [CanRead]
+    query_parameters = ("limit", "after", "direction")
 
     @operations.list_messages
     def get(self, request: Request) -> Response:
@@ -106,7 +120,7 @@ class MessageListView(APIView):
         return Response({"data": data, "has_more": page.has_more, "next_cursor": page.next_cursor})
 
 
-class MessageDetailView(APIView):
+class MessageDetailView(ApiView):
     permission_classes = [CanRead]
 
     @operations.get_message
@@ -118,10 +132,11 @@ class MessageDetailView(APIView):
         return Response(message_wire(message, include_text=True))
 
 
-class MessageRawView(APIView):
+class MessageRawView(ApiView):
     """Additions to the spec, for `email.received` links: a received message's source."""
 
     permission_classes = [CanRead]
+    query_parameters = ("token",)
 
     @operations.get_message_raw
     def get(self, request: Request, id: str) -> HttpResponse:  # noqa: A002 - as in getMessage
@@ -131,8 +146,9 @@ class MessageRawView(APIView):
         return HttpResponse(raw, content_type="message/rfc822")
 
 
-class MessageAttachmentView(APIView):
+class MessageAttachmentView(ApiView):
     permission_classes = [CanRead]
+    query_parameters = ("token",)
 
     @operations.get_message_attachment
     def get(self, request: Request, id: str, index: int) -> HttpResponse:  # noqa: A002 - as in getMessage
@@ -144,7 +160,7 @@ class MessageAttachmentView(APIView):
         return response
 
 
-class OpenApiDocumentView(SpectacularJSONAPIView):
+class OpenApiDocumentView(ApiView, SpectacularJSONAPIView):
     """GET /v1/openapi.json: the document generated once per process, then served from memory.
 
     It is the same for every request (public, no authentication), generating it took 27 ms of CPU,
@@ -155,6 +171,11 @@ class OpenApiDocumentView(SpectacularJSONAPIView):
     permission_classes: list = []
     _lock = threading.Lock()
     _generated: Response | None = None
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # A refusal is the API's envelope as JSON, not in the OpenAPI document's media type.
+        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        return super().handle_exception(exc)
 
     @extend_schema(exclude=True)  # as drf-spectacular's own view: not an operation of the API
     def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -55,7 +55,10 @@ class DmarcReport(models.Model):
     begin = models.DateTimeField()
     end = models.DateTimeField(help_text="End of the period; summaries count reports by it")
     policy = models.CharField(max_length=16, blank=True, help_text="The published p= the reporter saw")
-    mail = models.ForeignKey(ReportMail, on_delete=models.CASCADE, related_name="+")
+    # The mail goes with retention (messaging.retention.report_data_purge); the report stays.
+    mail = models.ForeignKey(
+        ReportMail, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The mail it came in"
+    )
     published_at = models.DateTimeField(
         null=True, blank=True, help_text="When its domain.dmarc_report webhook event was fanned out"
     )
@@ -110,7 +113,10 @@ class TlsReport(models.Model):
     end = models.DateTimeField()
     successful_sessions = models.PositiveBigIntegerField()
     failed_sessions = models.PositiveBigIntegerField()
-    mail = models.ForeignKey(ReportMail, on_delete=models.CASCADE, related_name="+")
+    # The mail goes with retention (messaging.retention.report_data_purge); the report stays.
+    mail = models.ForeignKey(
+        ReportMail, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The mail it came in"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -4,6 +4,7 @@ STARTTLS (or implicit TLS), then AUTH PLAIN or LOGIN with the user name `apikey`
 with email.send as the password; then the rules of POST /v1/send, as SMTP replies:
 
     sender not on the key's domain, domain not verified   550 5.7.1
+    a display name showing another domain's address       550 5.7.1
     sending paused (nothing is stored)                     451 4.3.2
     daily allowance used up                                452 4.3.1
     51st recipient                                         452 4.5.3
@@ -42,6 +43,7 @@ from mailservice.errors import ApiError, ErrorCode
 from mailservice.mailbox import is_mailbox
 from mailservice.ratelimit import failure_counted, failures_wait, request_counted
 from messaging.rfc5322.rendering import single_line
+from messaging.services import DisplayNameRefused
 from messaging.smtpd import in_thread, serve_until_signalled
 from messaging.submission.services import (
     Submitter,
@@ -66,7 +68,7 @@ _REPLY_OF_CODE = {
 
 def smtp_reply(error: ApiError) -> str:
     """The SMTP reply of a refused send: the API's message behind the code's status (554 5.6.0 otherwise)."""
-    status = _REPLY_OF_CODE.get(error.code, "554 5.6.0")
+    status = "550 5.7.1" if isinstance(error, DisplayNameRefused) else _REPLY_OF_CODE.get(error.code, "554 5.6.0")
     return f"{status} {single_line(error.message)[:400]}"
 
 

@@ -6,6 +6,11 @@ on a verified domain, so dispatch DKIM-signs it as RFC 8460 §5.3 requires). `ht
 host resolved through the configured resolver, refused on a private address unless
 MAILSERVICE_MX_ALLOW_PRIVATE, verified against the system store and MAILSERVICE_TLS_CA_FILE, within
 REPORT_POST_TIMEOUT. Each (day, domain, rua) is sent once (`TlsReportSubmission`).
+
+Reports go only to policy domains the service connected to that day, and at most
+MAILSERVICE_TLSRPT_MAX_PER_RUA a day to one rua mailbox or host across all of them: anyone whose
+domains the service delivers to can publish a rua at a third party, and would otherwise turn each
+delivery into a DKIM-signed report mail from the operator's reporter to an address of their choosing.
 """
 
 import gzip
@@ -13,6 +18,7 @@ import ipaddress
 import json
 import logging
 import ssl
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
 from email.message import EmailMessage
@@ -27,12 +33,14 @@ from django.utils import timezone
 
 from domains.dns import dns_resolver
 from domains.models import Domain
+from mailservice import metrics
+from mailservice.addresses import may_connect
 from mailservice.errors import ApiError, ValidationFailed
 from mailservice.http_deadline import REQUEST_ERRORS, post_status
 from mailservice.ids import public_id
-from mailservice.mailbox import InvalidAddress, parse_address
+from mailservice.mailbox import InvalidAddress, comparison_key, parse_address
 from messaging.models import Direction, Message, Status, TlsReportStatus, TlsReportSubmission
-from messaging.outbound.direct.routing import Undeliverable, a_label, public_address
+from messaging.outbound.direct.routing import Undeliverable, a_label
 from messaging.services import message_store, send_permitted
 from messaging.tls_reports.counts import policy_domains_counted, report_window, tls_report
 
@@ -101,6 +109,7 @@ def tls_reports_send(*, day: date) -> list[Sent] | None:
     if sender is None:
         return None
     resolver = dns_resolver()
+    budget = _RuaBudget(day)
     results: list[Sent] = []
     for policy_domain in policy_domains_counted(day=day):
         ruas = report_uris(resolver, policy_domain)
@@ -116,8 +125,52 @@ def tls_reports_send(*, day: date) -> list[Sent] | None:
             report_id=report_id,
         )
         body = gzip.compress(json.dumps(document).encode(), mtime=0)
-        results += [_submit(sender, day, policy_domain, rua, report_id, body) for rua in ruas]
+        for rua in ruas:
+            if budget.spent(policy_domain, rua):
+                metrics.tls_report_skipped()
+                outcome = (
+                    f"not sent: {rua_target(rua)} has had {settings.MAILSERVICE_TLSRPT_MAX_PER_RUA} reports for "
+                    f"{day} (MAILSERVICE_TLSRPT_MAX_PER_RUA)"
+                )
+                results.append(Sent(policy_domain, rua, outcome))
+                continue
+            results.append(_submit(sender, day, policy_domain, rua, report_id, body))
+            budget.note(policy_domain, rua)
     return results
+
+
+def rua_target(rua: str) -> str:
+    """Who receives what is sent to a rua: its mailbox (mailto:) or its host (https:)."""
+    parts = urlsplit(rua)
+    if parts.scheme.lower() == "mailto":
+        return "mailto:" + comparison_key(unquote(parts.path))
+    return "https://" + (parts.hostname or "").rstrip(".")
+
+
+class _RuaBudget:
+    """The reports a day may still send to each rua target: MAILSERVICE_TLSRPT_MAX_PER_RUA, less the
+    submissions already recorded for it that day (any status: a failed post reached the host too).
+    A policy domain's own rua already submitted is not new: its run goes on as before ("already sent")."""
+
+    def __init__(self, day: date) -> None:
+        self.day = day
+        recorded = TlsReportSubmission.objects.filter(day=day).values_list("policy_domain", "rua")
+        self.submitted = set(recorded)
+        self.used = Counter(rua_target(rua) for _, rua in self.submitted)
+
+    def spent(self, policy_domain: str, rua: str) -> bool:
+        if (policy_domain, rua[:500]) in self.submitted:
+            return False
+        return self.used[rua_target(rua)] >= settings.MAILSERVICE_TLSRPT_MAX_PER_RUA
+
+    def note(self, policy_domain: str, rua: str) -> None:
+        """Count the rua's submission, when one was recorded (a rua refused before sending uses none)."""
+        key = (policy_domain, rua[:500])
+        if key in self.submitted:
+            return
+        if TlsReportSubmission.objects.filter(day=self.day, policy_domain=policy_domain, rua=rua[:500]).exists():
+            self.submitted.add(key)
+            self.used[rua_target(rua)] += 1
 
 
 def report_uris(resolver: dns.resolver.Resolver, policy_domain: str) -> list[str]:
@@ -285,7 +338,7 @@ def _https_target(rua: str) -> tuple[str, str, ipaddress.IPv4Address | ipaddress
     except Undeliverable:
         raise ReportRefused(f"{hostname} is not a host name") from None
     addresses = _resolved(host)
-    allowed = [a for a in addresses if settings.MAILSERVICE_MX_ALLOW_PRIVATE or public_address(a)]
+    allowed = [a for a in addresses if may_connect(a, allow_private=settings.MAILSERVICE_MX_ALLOW_PRIVATE)]
     if not allowed:
         shown = ", ".join(str(a) for a in addresses[:3])
         raise ReportRefused(

@@ -130,3 +130,43 @@ def test_a_wsgi_server_refuses_a_chunked_body_instead_of_reading_it_as_empty(key
 
     assert response.status_code == 400
     assert "Content-Length" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "body", [b"zz\r\n{}\r\n0\r\n\r\n", b"2\r\n{}XX0\r\n\r\n"], ids=["chunk size not hex", "chunk without its CRLF"]
+)
+def test_a_malformed_chunked_body_gets_the_json_error_envelope(procfile_server, key_headers, body):
+    port = int(procfile_server.rsplit(":", 1)[1])
+    head = "POST /v1/send HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head += f"Authorization: {key_headers['Authorization']}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head.encode())
+        sock.sendall(b'4\r\n{"a"\r\n')  # a first good chunk: the view is reading the body when the bad one comes
+        sock.sendall(body)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+
+    status_line, _, rest = answer.partition(b"\r\n")
+    headers, _, content = rest.partition(b"\r\n\r\n")
+    assert status_line.split()[1] == b"400", answer[:300]
+    assert b"content-type: application/json" in headers.lower() and b"x-request-id: req_" in headers.lower()
+    error = json.loads(content)["error"]
+    assert error["code"] == "BadRequest" and error["request_id"].startswith("req_")
+
+
+def test_a_body_that_stops_coming_is_answered_400_and_frees_its_thread(procfile_server, key_headers):
+    port = int(procfile_server.rsplit(":", 1)[1])
+    head = "POST /v1/send HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
+    head += f"Authorization: {key_headers['Authorization']}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        started = time.monotonic()
+        sock.sendall(head.encode() + b'{"from": ')  # then nothing more
+        answer = sock.recv(65536)
+        waited = time.monotonic() - started
+        while not answer.endswith(b"}"):  # the head and the JSON body may come in two reads
+            answer += sock.recv(65536)
+
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["code"] == "BadRequest"
+    assert 9 < waited < 20

@@ -182,3 +182,30 @@ def test_every_operator_command_accepts_a_unicode_domain_name(command):
     call_command(*[part.format(name="STRAẞE.example") for part in command])
 
     assert Domain.objects.get().name == "xn--strae-oqa.example"
+
+
+@pytest.mark.parametrize(
+    "sender",
+    [
+        '"ceo@victim.test" <hello@acme.example.com>',
+        "ceo@victim.test <hello@acme.example.com>",
+        "The CEO (ceo@VICTIM.test) <hello@acme.example.com>",
+        "Acme support@acme.example.com via ceo@bücher.de <hello@acme.example.com>",
+    ],
+)
+def test_a_display_name_showing_another_domains_address_is_refused_naming_the_field(api, sender):
+    error = assert_api_error(
+        api.post("/v1/send", inline_body(**{"from": sender}), format="json"), 400, "ValidationError"
+    )
+    assert error["message"].startswith("from: the display name shows an address in ")
+    batch = {"messages": [inline_body(), inline_body(**{"from": sender})]}
+    error = assert_api_error(api.post("/v1/send/batch", batch, format="json"), 400, "ValidationError")
+    assert error["message"].startswith("messages.1.from: the display name shows an address in ")
+    assert not Message.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "sender", ["support@acme.example.com <hello@acme.example.com>", "Acme @home <hello@acme.example.com>"]
+)
+def test_a_display_name_showing_the_senders_own_domain_or_no_address_is_sent(api, sender):
+    assert api.post("/v1/send", inline_body(**{"from": sender}), format="json").status_code == 200

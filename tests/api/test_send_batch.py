@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 import pytest
+from django.core.exceptions import RequestDataTooBig
 from django.urls import reverse
 from django.utils import timezone
 
@@ -275,22 +276,31 @@ class TestBodyLimit:
             assert not Message.objects.exists()
 
     @pytest.mark.parametrize(("path", "status"), [("/v1/send", 413), ("/v1/send/batch", 200)])
-    def test_the_asgi_server_reads_a_batch_past_one_sends_limit(self, settings, path, status):
-        """config/asgi.py reads the body before Django runs: it applies the path's limit itself."""
+    def test_the_asgi_server_holds_a_chunked_body_to_the_paths_limit(self, settings, path, status):
+        """config/asgi.py hands a chunked body on with the path's limit as its length, and refuses past it."""
         settings.MAILSERVICE_BATCH_MAX_BYTES = 2 * settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         body = b"x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)
         assert asyncio.run(_asgi_status(path, body)) == status
 
 
 async def _asgi_status(path: str, body: bytes) -> int:
-    """The status BodyLimit answers `body` on `path` with, in front of an application that answers 200."""
+    """The status an application reading the body through BodyLimit answers `body` sent chunked on `path` with:
+    200 once read whole, 413 for the RequestDataTooBig the read raised."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        await receive()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
+        try:
+            message = await receive()
+            status = 200 if message["body"] == body and not message["more_body"] else 500
+        except RequestDataTooBig:
+            status = 413
+        await send({"type": "http.response.start", "status": status, "headers": []})
         await send({"type": "http.response.body", "body": b""})
 
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    half = len(body) // 2
+    messages = [
+        {"type": "http.request", "body": body[:half], "more_body": True},
+        {"type": "http.request", "body": body[half:], "more_body": False},
+    ]
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -299,6 +309,6 @@ async def _asgi_status(path: str, body: bytes) -> int:
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "path": path, "headers": [(b"content-length", str(len(body)).encode())]}
+    scope = {"type": "http", "path": path, "headers": [(b"transfer-encoding", b"chunked")]}
     await BodyLimit(app, limit_of=max_body_bytes)(scope, receive, send)
     return sent[0]["status"]

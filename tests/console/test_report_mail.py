@@ -8,14 +8,19 @@ from django.utils import timezone
 
 from messaging.models import (
     AggregateKind,
+    DmarcRecord,
+    DmarcReport,
     ReportMail,
     ReportMailOutcome,
     TlsPolicyType,
+    TlsReport,
+    TlsReportFailure,
     TlsReportStatus,
     TlsReportSubmission,
     TlsSessionCount,
 )
 from messaging.retention import report_data_purge
+from tests.factories import DomainFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -64,3 +69,31 @@ def test_retention_purges_report_mail_and_tls_report_records_past_it_and_keeps_t
     assert list(ReportMail.objects.values_list("pk", flat=True)) == [recent.pk] and old.pk != recent.pk
     assert list(TlsSessionCount.objects.values_list("day", flat=True)) == [today - timedelta(days=29)]
     assert list(TlsReportSubmission.objects.values_list("day", flat=True)) == [today - timedelta(days=29)]
+
+
+def test_parsed_dmarc_and_tls_reports_outlive_their_mail_past_retention(settings):
+    settings.MAILSERVICE_RETENTION_DAYS = 30
+    domain = DomainFactory(name="acme.test")
+    now = timezone.now()
+    period = {"begin": now - timedelta(days=32), "end": now - timedelta(days=31)}
+    dmarc = DmarcReport.objects.create(
+        domain=domain, org_name="google.com", report_id="d1", mail=refused("", age_days=31), **period
+    )
+    DmarcRecord.objects.create(report=dmarc, source_ip="192.0.2.1", count=3, dkim_aligned=True, spf_aligned=True)
+    tls = TlsReport.objects.create(
+        domain=domain,
+        org_name="google.com",
+        report_id="t1",
+        successful_sessions=5,
+        failed_sessions=1,
+        mail=refused("", age_days=31),
+        **period,
+    )
+    TlsReportFailure.objects.create(report=tls, result_type="certificate-expired", sessions=1)
+
+    assert report_data_purge()["report mail"] == 2
+
+    assert not ReportMail.objects.exists()
+    assert list(DmarcReport.objects.values_list("report_id", "mail")) == [("d1", None)]
+    assert list(TlsReport.objects.values_list("report_id", "mail")) == [("t1", None)]
+    assert (DmarcRecord.objects.get().count, TlsReportFailure.objects.get().sessions) == (3, 1)

@@ -21,11 +21,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import transaction
 
+from mailservice import metrics
 from messaging.models import Message, TlsReportSubmission, TlsSessionCount
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.tasks import tls_reports_send_task
 from messaging.tls_reports.counts import record_tls_outcome, tls_report
-from messaging.tls_reports.sending import previous_utc_day
+from messaging.tls_reports.sending import previous_utc_day, tls_reports_send
 from tests.dns_server import Zone, dns_server
 from tests.factories import DomainFactory, dkim_dnsfunc
 from tests.harness import free_port, self_signed_certificate, smtp_sink
@@ -310,3 +311,63 @@ def test_the_daily_beat_task_reports_yesterday(settings, zone, reporter_domain):
     report = json.loads(gzip.decompress(part.get_content()))
     assert report["date-range"]["start-datetime"] == f"{yesterday.isoformat()}T00:00:00Z"
     assert report["policies"][0]["summary"]["total-successful-session-count"] == 3
+
+
+def flood(zone: Zone, rua: str, domains: int = 20, *, attacker: str = "attacker.test") -> list[str]:
+    """`domains` subdomains of `attacker`, each delivered to today and publishing `rua` at a third party."""
+    names = [f"d{n:02d}.{attacker}" for n in range(domains)]
+    for name in names:
+        record_tls_outcome(
+            policy_domain=name, policy_type="no-policy-found", policy_strings=[], mx_host=f"mx.{name}", receiving_ip=""
+        )
+        zone.publish_txt(f"_smtp._tls.{name}", f"v=TLSRPTv1; rua={rua}")
+    return names
+
+
+def skipped_count() -> float:
+    return metrics.TLS_REPORTS_SKIPPED._value.get()
+
+
+def test_20_policy_domains_naming_one_victim_mailbox_get_it_5_reports_a_day(settings, zone, reporter_domain):
+    flood(zone, "mailto:victim@third.test", domains=10)
+    flood(zone, "mailto:Victim@THIRD.test", attacker="other.test")  # the same mailbox, spelt otherwise
+    skipped_before = skipped_count()
+
+    results = tls_reports_send(day=today()) or []
+
+    assert sum(result.outcome.startswith("queued as") for result in results) == 5
+    assert skipped_count() - skipped_before == 25
+    again = tls_reports_send(day=today()) or []  # the run again: nothing more
+    assert not [result for result in again if result.outcome.startswith("queued as")]
+    # Counted where the mail arrives: the victim's MX.
+    settings.EMAIL_URL, settings.MAILSERVICE_MX_PORT, settings.MAILSERVICE_SMTP_TIMEOUT = "mx://", free_port(), 5.0
+    zone.publish_mx("third.test", "mx.third.test")
+    zone.publish_address("mx.third.test", "127.0.0.2")
+    with smtp_sink(host="127.0.0.2", port=settings.MAILSERVICE_MX_PORT) as victim:
+        for public_id in Message.objects.values_list("public_id", flat=True):
+            dispatch_batch(public_id=public_id)
+    assert len(victim.received) == 5
+    assert TlsReportSubmission.objects.count() == 5
+
+
+def test_20_policy_domains_naming_one_victim_host_get_it_5_posts_a_day(settings, zone, reporter_domain, tmp_path):
+    with https_report_server(tmp_path, "collector.third.test") as (port, cert, received):
+        settings.MAILSERVICE_TLS_CA_FILE = str(cert)
+        zone.publish_address("collector.third.test", "127.0.0.3")
+        names = flood(zone, f"https://collector.third.test:{port}/tlsrpt")
+
+        results = tls_reports_send(day=today()) or []
+
+    assert len(received) == 5
+    assert [result.policy_domain for result in results if result.outcome.startswith("posted")] == names[:5]
+    assert all("MAILSERVICE_TLSRPT_MAX_PER_RUA" in result.outcome for result in results[5:])
+
+
+@pytest.mark.parametrize(("limit", "sent"), [(1, 1), (25, 20)])
+def test_the_daily_cap_per_rua_is_the_setting(settings, zone, reporter_domain, limit, sent):
+    settings.MAILSERVICE_TLSRPT_MAX_PER_RUA = limit
+    flood(zone, "mailto:victim@third.test")
+
+    results = tls_reports_send(day=today()) or []
+
+    assert sum(result.outcome.startswith("queued as") for result in results) == sent

@@ -210,8 +210,12 @@ def test_mail_before_auth_is_refused(port, client_tls, key):
 
 @pytest.mark.parametrize(
     ("envelope_sender", "header_from"),
-    [(f"billing@{DOMAIN}", "Mallory <ceo@bank.example>"), ("ceo@bank.example", f"billing@{DOMAIN}")],
-    ids=["header From", "envelope sender"],
+    [
+        (f"billing@{DOMAIN}", "Mallory <ceo@bank.example>"),
+        ("ceo@bank.example", f"billing@{DOMAIN}"),
+        (f"billing@{DOMAIN}", f'"ceo@bank.example" <billing@{DOMAIN}>'),
+    ],
+    ids=["header From", "envelope sender", "another domain's address as the display name"],
 )
 def test_a_sender_off_the_keys_domain_is_refused_with_550(port, client_tls, key, envelope_sender, header_from):
     with authenticated(port, client_tls, key.secret) as smtp, pytest.raises(smtplib.SMTPException) as refused:

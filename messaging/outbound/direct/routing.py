@@ -5,9 +5,9 @@ preferences; no MX record makes the domain itself the host (implicit MX). A null
 that does not exist or a name that is no domain raises `Undeliverable` with a permanent reply: its
 recipients fail at once, with no connection made; a lookup that fails (SERVFAIL, timeout) raises it
 with a temporary one, so dispatch defers the message with its backoff. Bounded whatever DNS says: at
-most MAX_MX_HOSTS hosts. Which addresses may be connected to: `public_address` (loopback, private and
-link-local ones only with MAILSERVICE_MX_ALLOW_PRIVATE, messaging/outbound/direct/transport.py). Nothing is kept
-here: the answers' cache is the resolver's.
+most MAX_MX_HOSTS hosts. Which addresses may be connected to is the one address policy's
+(mailservice/addresses.py, with MAILSERVICE_MX_ALLOW_PRIVATE). Nothing is kept here: the answers' cache is
+the resolver's.
 """
 
 import ipaddress
@@ -78,11 +78,3 @@ def is_ip_literal(host: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """Reachable on the internet: not loopback, private, link-local, reserved or multicast (nor an IPv6
-    address that maps to such an IPv4 one)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_global and not address.is_multicast

@@ -46,6 +46,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from domains.dns import dns_resolver
 from domains.models import SourceAddress
+from mailservice.addresses import may_connect
 from mailservice.errors import ValidationFailed
 from messaging.outbound.direct import tls_policy
 from messaging.outbound.direct.destinations import CONNECTION_WAIT, DestinationGate, destination_of
@@ -56,7 +57,6 @@ from messaging.outbound.direct.routing import (
     error_brief,
     is_ip_literal,
     mx_hosts,
-    public_address,
 )
 from messaging.outbound.direct.sessions import QUIT_WAIT, MxSession, SessionKey, idle_sessions
 from messaging.outbound.direct.sources import PoolFull, choose_source, source_address_rows, source_of, source_past_cap
@@ -250,7 +250,7 @@ class MxConnection:
         return self._sts[domain]
 
     def _may_connect(self, address: str) -> bool:
-        return self.allow_private or public_address(ipaddress.ip_address(address))
+        return may_connect(address, allow_private=self.allow_private)
 
     def _slot(self, destination: str, *, follows: bool) -> str:
         """A connection slot of the destination. At its cap: the slot of a session to it the process keeps
@@ -424,7 +424,7 @@ class MxConnection:
                 continue
             except dns.exception.DNSException as exc:
                 failure = f"the {rdtype} lookup of {host} failed: {error_brief(exc)}"
-        usable = [a for a in found if self.allow_private or public_address(ipaddress.ip_address(a))]
+        usable = [a for a in found if may_connect(a, allow_private=self.allow_private)]
         if usable:
             return usable
         if failure:
