@@ -2,9 +2,12 @@
 
 from pathlib import Path
 
+import pytest
+
 from tests.comment_paths import missing_paths, python_files
 
 
+@pytest.mark.live  # runs git ls-files
 def test_every_path_named_in_the_repositorys_comments_exists():
     assert {str(path): missing_paths(path) for path in python_files() if missing_paths(path)} == {}
 
