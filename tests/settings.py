@@ -8,15 +8,16 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production-use
 os.environ.setdefault("MAILSERVICE_ENCRYPTION_KEYS", "dGVzdC1vbmx5LWZlcm5ldC1rZXktMzItYnl0ZXMhISE=")
 
 # pytest-xdist: each worker ("gw0", "gw1", …) works on databases of its own. pytest-django names its test
-# database after it; its Redis database is the next index after REDIS_URL's, one per worker, so a worker's
-# cache.clear() or broker never touches another's. Child processes of live tests inherit both.
+# database after it; its Redis database is REDIS_URL's index + 8 + its number (8 to 15 from database 0), so a
+# worker's cache.clear() or broker never touches another's, nor the development broker docs/delivery.md puts
+# on database 1. Child processes of live tests inherit both.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if WORKER and os.environ.get("REDIS_URL") and "MAILSERVICE_TEST_REDIS_BASE" not in os.environ:
     from urllib.parse import urlsplit
 
     _redis = urlsplit(os.environ["REDIS_URL"])
     os.environ["MAILSERVICE_TEST_REDIS_BASE"] = os.environ["REDIS_URL"]
-    _index = int(_redis.path.lstrip("/") or 0) + 1 + int(WORKER.removeprefix("gw"))
+    _index = int(_redis.path.lstrip("/") or 0) + 8 + int(WORKER.removeprefix("gw"))
     os.environ["REDIS_URL"] = _redis._replace(path=f"/{_index}").geturl()
     os.environ.pop("CELERY_BROKER_URL", None)  # the broker follows REDIS_URL
 

@@ -82,7 +82,7 @@ def table(paths: list[Path], rows: int = 25) -> str:
     lines += [
         "",
         f"Set-up of all fixtures (each its own time, without the fixtures it requests): {total_setup:.0f} s; "
-        f"tests' own time: {sum(calls_by_file.values()):.0f} s.",
+        f"tests' own time: {sum(calls_by_file.values()):.0f} s; their CPU: {sum(cpu_by_file.values()):.0f} s.",
     ]
     return "\n".join(lines)
 
