@@ -54,6 +54,21 @@ def env_float(name: str, default: float) -> float:
     return _env_number(name, default, float, "a number")
 
 
+# django-ratelimit's rates, as mailservice/ratelimit.py reads them: a count per second, minute, hour or day,
+# or per several of them ("5/10s"; never per 0 of them).
+_RATE = re.compile(r"[0-9]+/([1-9][0-9]*)?[smhd]")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate like `120/m`: a limit that cannot be read is an error at start-up, never an unlimited service."""
+    value = env_str(name, default)
+    if not _RATE.fullmatch(value):
+        raise ImproperlyConfigured(
+            f"{name} must be a rate like 120/m or 5/10s (a number of requests per s, m, h or d), got {value!r}"
+        )
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = env_str(name)
     if value is None:

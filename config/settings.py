@@ -24,6 +24,7 @@ from config.env import (
     env_float,
     env_int,
     env_list,
+    env_rate,
     env_source_addresses,
     env_str,
 )
@@ -250,7 +251,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- The mail service itself ---------------------------------------------------------
-MAILSERVICE_RATE_LIMIT = env_str("MAILSERVICE_RATE_LIMIT", "120/m")
+MAILSERVICE_RATE_LIMIT = env_rate("MAILSERVICE_RATE_LIMIT", "120/m")
 # django-ratelimit answers "limited" when it cannot read its counter: with Redis down, and also when
 # a window's key expires between its add and its incr (the purge benchmark saw 10 such 429s in
 # 7 500 requests). A counter outage lets requests through instead, as docs/operating.md says.
@@ -327,7 +328,7 @@ MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT",
 # The bearer token Prometheus scrapes /metrics with; unset, /metrics does not exist (404).
 MAILSERVICE_METRICS_TOKEN = env_str("MAILSERVICE_METRICS_TOKEN")
 # Wrong tokens one client address may present per window ('10/m'); then 429 until the window ends.
-MAILSERVICE_METRICS_FAILURE_RATE = env_str("MAILSERVICE_METRICS_FAILURE_RATE", "10/m")
+MAILSERVICE_METRICS_FAILURE_RATE = env_rate("MAILSERVICE_METRICS_FAILURE_RATE", "10/m")
 # prometheus-client's multiprocess mode reads PROMETHEUS_MULTIPROC_DIR itself; the web and worker
 # processes of a host share it. It must exist before the first metric is written.
 _METRICS_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")

@@ -1,10 +1,10 @@
 """Start-up and operator errors as one line: a bad setting or an unreachable database is the operator's to
 fix, and a 20-to-90-line traceback buried the one line that says what (a bad EMAIL_URL printed 84).
 
-`--traceback` on the command line, or DEBUG in the environment, shows the traceback as before.
+`--traceback` on the command line shows the traceback as before (`manage.py check --traceback` for a setting
+a server or worker refused). DEBUG does not: under `make run`'s DEBUG=true a bad setting is one line too.
 """
 
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,7 +19,7 @@ OPERATOR_ERRORS = (ImproperlyConfigured, OperationalError, InterfaceError, Redis
 
 
 def _verbose() -> bool:
-    return "--traceback" in sys.argv or os.environ.get("DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}
+    return "--traceback" in sys.argv
 
 
 def _one_line(program: str, exc: BaseException) -> str:

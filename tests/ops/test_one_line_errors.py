@@ -1,5 +1,5 @@
 """A bad setting or an unreachable database stops a process with one line naming it, not a traceback
-(config/startup.py); `--traceback` or DEBUG shows the traceback."""
+(config/startup.py), under DEBUG=true too; `--traceback` shows the traceback."""
 
 import subprocess
 
@@ -58,6 +58,25 @@ def test_an_unreachable_database_is_one_line():
     assert result.returncode == 1
     [line] = _lines(result)
     assert line.startswith("manage.py: OperationalError: ") and "Connection refused" in line
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("debug", ["false", "true"])
+@pytest.mark.parametrize(
+    ("name", "value", "what"),
+    [
+        ("MAILSERVICE_RATE_LIMIT", "lots", "a rate like 120/m or 5/10s"),
+        ("MAILSERVICE_METRICS_FAILURE_RATE", "10/0s", "a rate like 120/m or 5/10s"),
+        ("MAILSERVICE_SOFT_BOUNCE_LIMIT", "many", "an integer"),
+        ("MAILSERVICE_BOUNCE_RATE_LIMIT", "5%", "a number"),
+    ],
+)
+def test_a_setting_that_cannot_be_read_stops_start_up_in_one_line_under_debug_too(name, value, what, debug):
+    # A rate limit that could not be read used to leave the service unlimited, and DEBUG showed tracebacks.
+    result = _run([str(BIN / "python"), "manage.py", "check"], **{name: value, "DEBUG": debug})
+    assert result.returncode == 1
+    [line] = _lines(result)
+    assert line.startswith(f"manage.py: ImproperlyConfigured: {name} must be {what}") and repr(value) in line, line
 
 
 @pytest.mark.django_db
