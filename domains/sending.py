@@ -80,18 +80,23 @@ def global_paused_sql() -> str:
 
 
 _NOT_SENT = "production sending is not activated for this domain; no message was sent"
+REASON_CHARS = 200
 
 
 def pause_message(pause: Pause | None = None) -> str:
-    """The 503 `SendingPaused` message: which pause holds the send (None: the global switch, as the
-    accept statement reports it), then what the spec requires it to say. An operator's own reason is
-    not shown to API clients; the safeguard's is, as it names the rate that tripped it."""
-    if pause is None or pause.kind == PauseKind.GLOBAL:
-        return f"Sending is paused globally by an operator: {_NOT_SENT}"
+    """The 503 `SendingPaused` message: which pause holds the send and why, then what the spec requires it to
+    say. None is the global switch as the accept statement reports it: its reason is read then. The
+    operator's reason is shown (one line, at most REASON_CHARS): without it a paused tutorial domain read
+    like one never activated; the safeguard's names the rate that tripped it."""
+    if pause is None:
+        pause = global_pause() or Pause(PauseKind.GLOBAL, None, "", "")
     if pause.kind == PauseKind.SAFEGUARD:
         why = pause.reason.removeprefix("Automatic pause: ") or "the bounce or complaint rate is over its limit"
         return f"Sending is paused for this domain automatically ({why}): {_NOT_SENT}"
-    return f"Sending is paused for this domain by an operator: {_NOT_SENT}"
+    reason = " ".join(pause.reason.split())[:REASON_CHARS]
+    because = f" ({reason})" if reason else ""
+    where = "globally" if pause.kind == PauseKind.GLOBAL else "for this domain"
+    return f"Sending is paused {where} by an operator{because}: {_NOT_SENT}"
 
 
 def sending_paused_error(pause: Pause | None = None) -> SendingPaused:

@@ -1,4 +1,4 @@
-"""A 503 SendingPaused says which pause holds the send, and still that nothing was sent."""
+"""A 503 SendingPaused says which pause holds the send and why, and still that nothing was sent."""
 
 import json
 
@@ -18,8 +18,8 @@ AUTO_REASON = "Automatic pause: bounce rate 7.5% (15 of the last 200 sends) is o
 @pytest.mark.parametrize(
     ("pause", "expected"),
     [
-        ("global", f"Sending is paused globally by an operator: {NOT_SENT}"),
-        ("operator", f"Sending is paused for this domain by an operator: {NOT_SENT}"),
+        ("global", f"Sending is paused globally by an operator (incident 42): {NOT_SENT}"),
+        ("operator", f"Sending is paused for this domain by an operator (incident 42): {NOT_SENT}"),
         (
             "automatic",
             "Sending is paused for this domain automatically (bounce rate 7.5% (15 of the last 200 sends) is over "
@@ -39,5 +39,15 @@ def test_the_message_names_the_pause(api, domain, pause, expected):
 
     error = assert_api_error(response, 503, "SendingPaused")
     assert error["message"] == expected
-    assert "incident 42" not in error["message"]  # an operator's own reason stays in the console
     assert not Message.objects.exists()
+
+
+def test_an_operators_reason_is_one_line_of_at_most_200_characters(api, domain):
+    sending_pause(domain=domain, actor="ops", reason="tutorial\r\nX-Injected: yes " + "x" * 300)
+
+    response = api.post("/v1/send", data=json.dumps(inline_body()), content_type="application/json")
+
+    message = assert_api_error(response, 503, "SendingPaused")["message"]
+    reason = message.removeprefix("Sending is paused for this domain by an operator (").partition("): ")[0]
+    assert reason.startswith("tutorial X-Injected: yes xxx") and len(reason) == 200 and "\n" not in message
+    assert message.endswith(f"): {NOT_SENT}")
