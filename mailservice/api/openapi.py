@@ -55,7 +55,8 @@ _ERROR_EXAMPLES: dict[ErrorCode, str] = {
     ErrorCode.RATE_LIMITED: "Too many requests; wait before retrying",
     ErrorCode.ALLOWANCE_EXHAUSTED: "The daily sending allowance of 10000 messages for demo.example is used up",
     ErrorCode.SENDING_PAUSED: (
-        "Sending is paused for this domain by an operator: production sending is not activated for this domain; "
+        "Sending is paused for this domain by an operator (moving to a new relay): production sending is not "
+        "activated for this domain; "
         "no message was sent"
     ),
     ErrorCode.FORBIDDEN: "Forbidden",
