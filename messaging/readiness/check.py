@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from domains.models import Domain
 from mailservice.errors import ApiError
+from messaging.aggregates import status_counts_rollup
 from messaging.models import CountedEvent, DailyStatusCount
 from messaging.outbound.smtp_client import helo_name
 from messaging.outbound.transports import is_direct_delivery
@@ -95,6 +96,9 @@ def domain_readiness(*, domain: Domain, now: datetime | None = None) -> Readines
     malformed MAILSERVICE_DNS_RESOLVER or MAILSERVICE_SOURCE_ADDRESSES."""
     now = now or timezone.now()
     checks = readiness_dns_checks(domain=domain, sending=current_sending())
+    # The daily counts as of now, not as of the last dashboard view: without beat (the embedded mode) nothing
+    # else rolls them up. Events of the last ROLLUP_LAG wait for the next pass (messaging/aggregates.py).
+    status_counts_rollup(now=now)
     checks.append(complaint_rate_check(domain=domain, today=now.date()))
     readiness = Readiness(domain=domain.name, checks=checks)
     readiness_save(domain=domain, readiness=readiness, checked_at=now)

@@ -14,11 +14,11 @@ from django.utils import timezone
 
 from domains.dns import dkim_record
 from domains.models import DkimKeyState, DomainReadiness
-from messaging.models import CountedEvent, DailyStatusCount
+from messaging.models import CountedEvent, DailyStatusCount, EventType, MessageEvent
 from messaging.readiness.check import complaint_rate_check, domain_readiness, source_addresses
 from messaging.tasks import readiness_check_task
 from tests.dns_server import dns_server
-from tests.factories import DomainFactory
+from tests.factories import DomainFactory, MessageFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -270,6 +270,17 @@ def test_complaint_rate_is_the_worst_day_of_seven(complained, expected):
     check = complaint_rate_check(domain=domain, today=today)
     assert check.status == expected, check.detail
     assert f"({complained} complaints / 1000 sent)" in check.detail
+
+
+def test_the_complaint_rate_counts_sends_no_dashboard_view_has_rolled_up(domain):
+    """Without beat (the embedded mode) only the dashboard rolled the counts up: the check said "nothing sent"."""
+    for _ in range(3):
+        event = MessageEvent.objects.create(message_id=MessageFactory(domain=domain).pk, type=EventType.ACCEPTED)
+        MessageEvent.objects.filter(pk=event.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+
+    check = {c.id: c for c in domain_readiness(domain=domain).checks}["complaint_rate"]
+
+    assert check.status == "pass" and "(0 complaints / 3 sent)" in check.detail, check.detail
 
 
 def test_the_console_page_shows_the_last_check_escaped(zone, domain, client):
