@@ -145,7 +145,7 @@ class MessageAdmin(ConsoleModelAdmin):
     reply_to_list = _mailbox_list("reply_to", "Reply-To")
     envelope_recipients_list = _mailbox_list("envelope_recipients", "Envelope recipients (SMTP submission)")
 
-    @admin.display(description="ReportedOutcome per recipient")
+    @admin.display(description="Outcome per recipient")
     def recipient_outcomes(self, message: Message) -> str:
         rows = format_html_join(
             "",
@@ -156,7 +156,7 @@ class MessageAdmin(ConsoleModelAdmin):
             ),
         )
         return format_html(
-            '<table id="recipient-outcomes" style="width:100%"><thead><tr><th>Recipient</th><th>ReportedOutcome</th>'
+            '<table id="recipient-outcomes" style="width:100%"><thead><tr><th>Recipient</th><th>Outcome</th>'
             "<th>Status</th><th>Detail</th></tr></thead><tbody>{}</tbody></table>",
             rows or mark_safe("<tr><td colspan=4>No recipients</td></tr>"),  # noqa: S308 - a constant
         )

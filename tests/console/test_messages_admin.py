@@ -99,6 +99,8 @@ def test_the_detail_page_shows_the_timeline_text_and_sandboxed_html(operator, do
     assert '<iframe class="ms-html" sandbox=""' in page
     assert "<script>alert(1)</script>" not in page  # only inside the escaped srcdoc
     assert html_lib.escape("<script>alert(1)</script>") in page
+    # Labels in words, not an identifier a rename left behind.
+    assert "Outcome per recipient" in page and "<th>Outcome</th>" in page and "ReportedOutcome" not in page
 
 
 def test_the_detail_page_shows_the_raw_source_of_received_mail(operator, domain):
