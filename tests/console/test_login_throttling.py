@@ -42,6 +42,7 @@ def test_20_wrong_passwords_lock_the_account_for_the_configured_time(staff, sett
     assert locked.status_code == 429 and not _signed_in(locked)
     assert "Too many failed sign-ins" in locked.content.decode()
     assert "0:15:00" in locked.content.decode()
+    assert "Mail service console" in locked.content.decode() and "Django administration" not in locked.content.decode()
     assert any("locking out" in record.getMessage().lower() for record in caplog.records)
 
 
