@@ -149,6 +149,7 @@ class DomainMailAdmin(DomainAdmin):
         if not self.has_view_permission(request):
             return refuse(request, "You may not view the delivery destinations.")
         overview = destination_overview()
+        outbox = not settings.EMAIL_URL  # the file outbox: nothing leaves, so there is no destination
         rows = [_destination_row(status) for status in overview.destinations]
         if not overview.direct:
             rows = [_destination_row({**overview.relay, "name": "the relay", "mx_hosts": [], "last_error": ""})]
@@ -156,7 +157,8 @@ class DomainMailAdmin(DomainAdmin):
             **self.admin_site.each_context(request),
             "title": "Destinations",
             "overview": overview,
-            "rows": rows,
+            "outbox": outbox,
+            "rows": [] if outbox else rows,
             "sources": source_rows() if overview.direct else [],
         }
         return TemplateResponse(request, "admin/messaging/destinations.html", context)

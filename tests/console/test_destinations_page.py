@@ -58,6 +58,14 @@ def test_in_relay_mode_the_relay_is_the_one_destination(operator, settings):
     assert "unlimited" in row(page, "the relay")
 
 
+def test_with_the_file_outbox_there_is_no_destination_and_no_relay(operator, settings):
+    settings.EMAIL_URL = None
+
+    page = operator.get(PAGE).content.decode()
+
+    assert "there is no destination" in page and "the relay" not in page
+
+
 def test_a_staff_member_without_domain_access_is_refused(client, django_user_model):
     user = django_user_model.objects.create_user("nobody", password="pw", is_staff=True)
     client.force_login(user)
