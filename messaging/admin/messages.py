@@ -29,9 +29,6 @@ from messaging.selectors import (
 from messaging.suppressions import normalize_address
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
-
-
-# What a list row shows; bodies and raw source stay in the database until a detail page asks.
 _LIST_COLUMNS = (
     "public_id",
     "domain__name",
@@ -129,7 +126,9 @@ class MessageAdmin(ConsoleModelAdmin):
 
     @admin.display(description="Direction / status")
     def state(self, message: Message) -> str:
-        return f"{message.get_direction_display()} · {message.get_status_display()}"
+        # A test key's message is marked in the list too: its outcome was simulated, nothing left the machine.
+        test = " · test" if message.is_test else ""
+        return f"{message.get_direction_display()} · {message.get_status_display()}{test}"
 
     @admin.display(description="To")
     def recipients_short(self, message: Message) -> str:

@@ -1,6 +1,7 @@
 """Messages in the console: read-only, searchable, filterable, cheap to list, with a full detail page."""
 
 import html as html_lib
+import re
 
 import pytest
 from django.db import connection
@@ -66,6 +67,17 @@ def test_search_by_public_id_from_to_and_subject(operator, domain):
         assert target.public_id in found, term
         if term != f"sender@{domain.name}":
             assert other.public_id not in found, term
+
+
+def test_the_list_marks_a_test_keys_messages(operator, domain):
+    MessageFactory(domain=domain, is_test=True, status=Status.DELIVERED, subject="from a test key")
+    MessageFactory(domain=domain, status=Status.DELIVERED, subject="from a live key")
+
+    page = operator.get(LIST).content.decode()
+
+    rows = [row for row in re.findall(r"<tr>.*?</tr>", page, re.S) if " key</td>" in row or "from a " in row]
+    assert len(rows) == 2
+    assert all(("· test" in row) == ("from a test key" in row) for row in rows)
 
 
 def test_filters_by_direction_status_domain_and_date(operator, domain):
