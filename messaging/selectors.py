@@ -186,7 +186,7 @@ _DECISIVE = {
     EventType.BOUNCED: "bounced (hard)",
     EventType.SOFT_BOUNCED: "bounced (soft)",
     EventType.SUPPRESSED: "suppressed",
-    EventType.RECIPIENT_REJECTED: "rejected by the relay",
+    EventType.RECIPIENT_REJECTED: "refused by the receiver",
     EventType.DELAYED: "delayed",
 }
 # Without an event naming the recipient, the message's own status speaks for each of them.
