@@ -17,8 +17,8 @@ import pytest
 from mailservice.addresses import may_connect
 from messaging.models import MessageEvent
 from messaging.outbound.direct.transport import MxTransport
-from messaging.tls_reports.counts import record_tls_outcome
 from messaging.outbound.envelope import Envelope
+from messaging.tls_reports.counts import record_tls_outcome
 from messaging.tls_reports.sending import tls_reports_send
 from tests.dns_server import Zone, dns_server
 from tests.factories import DomainFactory, MessageFactory
