@@ -492,6 +492,8 @@ MAILSERVICE_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("MAILSERVICE_WEBHOOK_ENDPOINT
 MAILSERVICE_WEBHOOK_QUEUE = env_str("MAILSERVICE_WEBHOOK_QUEUE", "webhooks")
 # How often beat fans new events out to endpoints and hands due deliveries to the webhooks worker.
 MAILSERVICE_WEBHOOK_PUMP_INTERVAL = env_float("MAILSERVICE_WEBHOOK_PUMP_INTERVAL", 1.0)
+# A message publishes at most one `email.delayed` per this many seconds, however often receivers defer it.
+MAILSERVICE_DELAYED_EVENT_INTERVAL = env_int("MAILSERVICE_DELAYED_EVENT_INTERVAL", 15 * 60)
 # Without a broker (the embedded default) the web process fans events out and sends the requests
 # itself, in one background thread (webhooks/inprocess.py), since no beat or webhooks worker runs.
 MAILSERVICE_WEBHOOK_IN_PROCESS = env_bool("MAILSERVICE_WEBHOOK_IN_PROCESS", CELERY_BROKER_URL is None)

@@ -299,18 +299,19 @@ def not_sent(
     reply: Reply | None = None,
 ) -> SendOutcome:
     """Put a claimed message back until `retry_at` without using an attempt: held, or the relay or a
-    destination asked to slow down (or is at its limits) with `reply`, whose cause the event carries."""
+    destination asked to slow down (or is at its limits) with `reply`, whose cause the event carries.
+    The service's own doing, so a `held` event: in the message's history, never an `email.delayed`."""
     explained = _explained(reply)
     note = explained.note(message.domain.name)
     detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC{note}"
-    event = EventRecord(EventType.DEFERRED, "", detail, cause=explained.cause, fix_check=explained.check)
+    event = EventRecord(EventType.HELD, "", detail, cause=explained.cause, fix_check=explained.check)
     return _retry([event], why, retry_at=retry_at, charged=False, slow_down=slow_down, follow_up=follow_up)
 
 
 def _throttles_in_a_row(message: Message) -> int:
     """How many of the message's latest events are slow-down put-backs (up to FREE_THROTTLES)."""
     recent = message.events.order_by("-pk").values_list("type", "detail")[:FREE_THROTTLES]
-    return len(list(takewhile(lambda event: event[0] == EventType.DEFERRED and THROTTLE_MARK in event[1], recent)))
+    return len(list(takewhile(lambda event: event[0] == EventType.HELD and THROTTLE_MARK in event[1], recent)))
 
 
 def slowed_down(message: Message, why: str, *, reply: Reply, retry_at: datetime, relay: bool) -> SendOutcome:
