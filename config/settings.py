@@ -438,6 +438,9 @@ MAILSERVICE_RELAY_RATE_STEP = env_float("MAILSERVICE_RELAY_RATE_STEP", 2.0)
 MAILSERVICE_RELAY_RATE_FLOOR = env_float("MAILSERVICE_RELAY_RATE_FLOOR", 1.0)
 # A recipient domain the relay answers a temporary failure for waits BASE * 2^(n-1) seconds
 # (at most MAX) after its n-th such answer in a row; its messages wait as a group meanwhile.
+# A message a receiver greylisted (messaging/outbound/greylisting.py) is tried again after this many
+# seconds: postgrey's default delay, and the first greylisting uses no attempt.
+MAILSERVICE_GREYLIST_DELAY = env_int("MAILSERVICE_GREYLIST_DELAY", 300)
 MAILSERVICE_DESTINATION_BACKOFF_BASE = env_float("MAILSERVICE_DESTINATION_BACKOFF_BASE", 30.0)
 MAILSERVICE_DESTINATION_BACKOFF_MAX = env_float("MAILSERVICE_DESTINATION_BACKOFF_MAX", 1800.0)
 # Tests give each web/worker pair a queue of its own.

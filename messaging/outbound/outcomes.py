@@ -5,7 +5,8 @@ recipient, or a temporary failure (4xx, connection error, timeout) that schedule
 with exponential backoff and jitter in `next_attempt_at` (`retry_delay`). A receiver's "slow down"
 (messaging/outbound/provider_rules.py) or a destination's limit puts the message back without using
 an attempt, each put-back after the first a little later, FREE_THROTTLES times in a row at most; then
-the attempt counts (`slowed_down`).
+the attempt counts (`slowed_down`). A greylisted message waits MAILSERVICE_GREYLIST_DELAY, its first
+greylisting uncharged (`greylisted`).
 
 The outcome is recorded with one write conditional on the claimer's lease value (the fencing token,
 messaging/outbound/leases.py) and on the message's status, with its events, in one transaction
@@ -40,6 +41,7 @@ from messaging.models import (
 )
 from messaging.outbound.envelope import NotSent, Reply, SendResult
 from messaging.outbound.fleet_limits import is_slow_down, relay_slow_down
+from messaging.outbound.greylisting import is_greylisting
 from messaging.outbound.smtp_client import reply_of
 from messaging.outbound.transports import transport
 from messaging.reply_causes import NO_CAUSE, Explained, explain
@@ -55,6 +57,7 @@ FREE_THROTTLES = 10
 THROTTLE_PAUSE_BASE_SECONDS = 0.25
 THROTTLE_PAUSE_MAX_SECONDS = 5.0
 THROTTLE_MARK = "asked to slow down"  # in the `why` of every slow-down put-back, so they can be counted
+GREYLIST_MARK = "greylisted, no attempt used"  # in the detail of a message's first greylisting
 FOLLOW_UP_HORIZON = 5.0  # seconds: a message put back until no later than this gets a follow-up batch
 
 
@@ -159,6 +162,18 @@ def temporary(message: Message, error: str, reply: Reply | None = None) -> SendO
     return _retry([event], error)
 
 
+def greylisted(message: Message, reply: Reply) -> SendOutcome:
+    """A receiver greylisted the message (`reply`): it is tried again once MAILSERVICE_GREYLIST_DELAY has
+    passed, on its own. Its first greylisting uses no attempt (any sender meets one on a first try); a
+    later one is charged as any deferral, and waits the same delay rather than the backoff."""
+    retry_at = timezone.now() + timedelta(seconds=settings.MAILSERVICE_GREYLIST_DELAY)
+    if message.events.filter(type=EventType.DEFERRED, detail__contains=GREYLIST_MARK).exists():
+        return replace(temporary(message, f"greylisted again: {reply}", reply), retry_at=retry_at)
+    detail = f"attempt {message.attempts}, {GREYLIST_MARK}: {reply}; next try at {retry_at:%H:%M:%S} UTC"
+    event = _reply_event(EventType.DEFERRED, "", reply, domain=message.domain.name, detail=detail)
+    return _retry([event], str(reply), retry_at=retry_at, charged=False)
+
+
 def _refused(result: SendResult) -> dict[str, Reply]:
     """Each refused recipient's reply: at RCPT, and for a transaction refused for good after its RCPTs
     (a 5xx to DATA), each recipient it had."""
@@ -214,7 +229,11 @@ def classify(message: Message, result: SendResult) -> SendOutcome:
         return SendOutcome(Status.BOUNCED, [*rejected, bounced], bounced.detail, refusals=refusals)
     # Tried again for the rest: the refusals for good are recorded now, with their policy, so that a
     # recipient the policy suppressed is skipped by the retry instead of being refused again.
-    retry = temporary(message, str(result.final), result.final)
+    greylisting = next((reply for reply in replies if is_greylisting(reply)), None)
+    if greylisting is None:
+        retry = temporary(message, str(result.final), result.final)
+    else:
+        retry = greylisted(message, greylisting)
     recorded = [events[refusal.recipient] for refusal in refusals if refusal.recipient in events]
     return replace(retry, events=[*recorded, *retry.events], refusals=refusals)
 
