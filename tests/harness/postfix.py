@@ -67,7 +67,8 @@ class PostfixServer(ChildProcess):
     knows its domains' users: any other recipient is refused at RCPT as Postfix does with
     relay_recipient_maps ("550 5.1.1 <…>: Recipient address rejected: User unknown in relay recipient
     table"). `recipient_access` maps an address to the reply its RCPT gets (check_recipient_access,
-    access(5): "550 5.7.1 Sender blocked"). Start within seconds; `stop` ends it and deletes its directories."""
+    access(5): "550 5.7.1 Sender blocked"); `policy_service` ("127.0.0.1:10023") is asked at RCPT, as
+    postgrey is (tests/harness/postgrey.py). Start within seconds; `stop` ends it and deletes its directories."""
 
     def __init__(
         self,
@@ -82,6 +83,7 @@ class PostfixServer(ChildProcess):
         limits: ClientLimits = ClientLimits(),
         mailboxes: tuple[str, ...] | None = None,
         recipient_access: dict[str, str] | None = None,
+        policy_service: str = "",
     ) -> None:
         assert POSTFIX, "Postfix is not installed (.ci/run installs Debian's postfix package)"
         self.host, self.port = host, port
@@ -90,6 +92,7 @@ class PostfixServer(ChildProcess):
         self.next_hop, self.domains, self.relay, self.hostname = next_hop, domains, relay, hostname
         self.certificate, self.limits = certificate, limits
         self.mailboxes, self.recipient_access = mailboxes, recipient_access or {}
+        self.policy_service = policy_service
         super().__init__(
             [POSTFIX, "-c", str(self.config), "start-fg"], name="postfix", env=dict(os.environ), ready=self.greets
         )
@@ -167,9 +170,13 @@ class PostfixServer(ChildProcess):
             parameters |= self._tls_parameters(*self.certificate)
         if self.mailboxes is not None:
             parameters["relay_recipient_maps"] = self._texthash("mailboxes", dict.fromkeys(self.mailboxes, "OK"))
+        restrictions = []
         if self.recipient_access:
-            access = self._texthash("recipient_access", self.recipient_access)
-            parameters["smtpd_recipient_restrictions"] = f"check_recipient_access {access}"
+            restrictions.append(f"check_recipient_access {self._texthash('recipient_access', self.recipient_access)}")
+        if self.policy_service:
+            restrictions.append(f"check_policy_service inet:{self.policy_service}")
+        if restrictions:
+            parameters["smtpd_recipient_restrictions"] = ", ".join(restrictions)
         return "".join(f"{name} = {value}\n" for name, value in parameters.items())
 
     def _texthash(self, name: str, entries: dict[str, str]) -> str:
