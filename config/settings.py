@@ -439,6 +439,9 @@ MAILSERVICE_RELAY_RATE_STEP = env_float("MAILSERVICE_RELAY_RATE_STEP", 2.0)
 MAILSERVICE_RELAY_RATE_FLOOR = env_float("MAILSERVICE_RELAY_RATE_FLOOR", 1.0)
 # A recipient domain the relay answers a temporary failure for waits BASE * 2^(n-1) seconds
 # (at most MAX) after its n-th such answer in a row; its messages wait as a group meanwhile.
+# A message a receiver greylisted (messaging/outbound/greylisting.py) is tried again after this many
+# seconds: postgrey's default delay, and the first greylisting uses no attempt.
+MAILSERVICE_GREYLIST_DELAY = env_int("MAILSERVICE_GREYLIST_DELAY", 300)
 MAILSERVICE_DESTINATION_BACKOFF_BASE = env_float("MAILSERVICE_DESTINATION_BACKOFF_BASE", 30.0)
 MAILSERVICE_DESTINATION_BACKOFF_MAX = env_float("MAILSERVICE_DESTINATION_BACKOFF_MAX", 1800.0)
 # Tests give each web/worker pair a queue of its own.
@@ -493,6 +496,8 @@ MAILSERVICE_WEBHOOK_ENDPOINT_CONCURRENCY = env_int("MAILSERVICE_WEBHOOK_ENDPOINT
 MAILSERVICE_WEBHOOK_QUEUE = env_str("MAILSERVICE_WEBHOOK_QUEUE", "webhooks")
 # How often beat fans new events out to endpoints and hands due deliveries to the webhooks worker.
 MAILSERVICE_WEBHOOK_PUMP_INTERVAL = env_float("MAILSERVICE_WEBHOOK_PUMP_INTERVAL", 1.0)
+# A message publishes at most one `email.delayed` per this many seconds, however often receivers defer it.
+MAILSERVICE_DELAYED_EVENT_INTERVAL = env_int("MAILSERVICE_DELAYED_EVENT_INTERVAL", 15 * 60)
 # Without a broker (the embedded default) the web process fans events out and sends the requests
 # itself, in one background thread (webhooks/inprocess.py), since no beat or webhooks worker runs.
 MAILSERVICE_WEBHOOK_IN_PROCESS = env_bool("MAILSERVICE_WEBHOOK_IN_PROCESS", CELERY_BROKER_URL is None)

@@ -186,9 +186,11 @@ _DECISIVE = {
     EventType.BOUNCED: "bounced (hard)",
     EventType.SOFT_BOUNCED: "bounced (soft)",
     EventType.SUPPRESSED: "suppressed",
-    EventType.RECIPIENT_REJECTED: "rejected by the relay",
+    EventType.RECIPIENT_REJECTED: "refused by the receiver",
     EventType.DELAYED: "delayed",
 }
+# A message still queued after one of these shows each recipient without an outcome as deferred.
+_NOT_YET = {EventType.DEFERRED, EventType.HELD}
 # Without an event naming the recipient, the message's own status speaks for each of them.
 _BY_STATUS = {
     Status.ACCEPTED: "pending",
@@ -204,7 +206,7 @@ def recipient_outcomes(*, message: Message) -> list[RecipientOutcome]:
     """Each envelope recipient (To, Cc, Bcc, once each) with its outcome, for the console's message page."""
     history = list(message.events.all())
     events = [event for event in history if event.recipient]
-    deferred = message.status == Status.ACCEPTED and any(event.type == EventType.DEFERRED for event in history)
+    deferred = message.status == Status.ACCEPTED and any(event.type in _NOT_YET for event in history)
     keyed = [(comparison_key(event.recipient), event) for event in events]  # each event's address parsed once
     outcomes = []
     for address in dict.fromkeys(comparison_key(mailbox) for mailbox in message.envelope_mailboxes):

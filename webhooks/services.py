@@ -2,7 +2,9 @@
 
 At least once, never lost: every MessageEvent is written with `published_at` NULL in the same
 statement or transaction as the state change it records. `events_fan_out` turns such events into
-one WebhookDelivery per interested endpoint and marks them published, in one transaction. A
+one WebhookDelivery per interested endpoint and marks them published, in one transaction (a
+message's delay events make deliveries at most once per MAILSERVICE_DELAYED_EVENT_INTERVAL: the
+others are marked published with none, `_quiet_delays`). A
 delivery is claimed under a lease (a conditional UPDATE; the lease value is the fencing token of
 every later write), sent with no transaction open, and its outcome recorded only by the lease
 holder. A worker that dies mid-request leaves a lease that runs out; the delivery is then claimed
@@ -132,6 +134,37 @@ def _interested_endpoints(events: list[MessageEvent], messages: dict[int, Messag
     }
 
 
+# The recorded events published as `email.delayed`: a receiver's deferral (dispatch's), a DSN's delay.
+_DELAY_TYPES = [recorded for recorded, public in PUBLIC_TYPE.items() if public == EventType.DELAYED]
+
+
+def _quiet_delays(events: list[MessageEvent]) -> set[int]:
+    """The ids of the delay events among `events` that publish no webhook: a message publishes at most
+    one `email.delayed` per MAILSERVICE_DELAYED_EVENT_INTERVAL. Decided from the message's history
+    alone (its first delay publishes, then the first one an interval or more after the last that
+    published), so whichever fan-out takes an event, and in whatever batch, decides the same."""
+    delays = {event.pk for event in events if event.type in _DELAY_TYPES}
+    if not delays:
+        return set()
+    interval = timedelta(seconds=settings.MAILSERVICE_DELAYED_EVENT_INTERVAL)
+    history = (
+        MessageEvent.objects.filter(
+            message_id__in={event.message_id for event in events if event.pk in delays}, type__in=_DELAY_TYPES
+        )
+        .order_by("created_at", "id")
+        .values_list("message_id", "id", "created_at")
+    )
+    last_published: dict[int, datetime] = {}
+    quiet = set()
+    for message_id, event_id, created_at in history:
+        last = last_published.get(message_id)
+        if last is not None and created_at - last < interval:
+            quiet.add(event_id)
+        else:
+            last_published[message_id] = created_at
+    return quiet & delays
+
+
 def events_fan_out(*, limit: int = FAN_OUT_BATCH) -> int:
     """Turn up to `limit` unpublished message events, and up to `limit` unpublished DMARC reports,
     into deliveries and mark them published; returns how many it published."""
@@ -201,6 +234,8 @@ def _message_events_fan_out(*, limit: int) -> int:
             .in_bulk({event.message_id for event in events})
         )
         wanted_by = _interested_endpoints(events, messages)
+        for quiet in _quiet_delays([event for event in events if wanted_by[event.pk]]):
+            wanted_by[quiet] = []
         data = messages_data([messages[pk] for pk in {event.message_id for event in events if wanted_by[event.pk]}])
         deliveries = []
         for event in events:

@@ -284,7 +284,10 @@ def _slow_down_run(ctx: Context, args: argparse.Namespace) -> dict:
     settings.MAILSERVICE_RELAY_RATE = None
     times = _delivery_times(domain)
     start = times[0]
-    deferred = MessageEvent.objects.filter(message__domain=domain, type=EventType.DEFERRED).count()
+    # Deferrals and the put-backs under throttling alike.
+    deferred = MessageEvent.objects.filter(
+        message__domain=domain, type__in=[EventType.DEFERRED, EventType.HELD]
+    ).count()
     lowest = min(effective for _, effective in samples)
     recovered = next((at for at, effective in samples if at > start + throttle_seconds and effective >= rate), None)
     return {

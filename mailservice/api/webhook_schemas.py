@@ -113,7 +113,10 @@ _DATA: dict[str, type[serializers.Serializer]] = {
 _SUMMARY: dict[str, str] = {
     EventType.ACCEPTED: "A send was stored and will be dispatched",
     EventType.DELIVERED: "The relay accepted the message (one event per message, or per recipient for test keys)",
-    EventType.DELAYED: "A temporary failure: dispatch retries, or a DSN reported a delay",
+    EventType.DELAYED: (
+        "A receiver deferred the message (dispatch retries) or a DSN reported a delay;"
+        " at most one per message per MAILSERVICE_DELAYED_EVENT_INTERVAL, none for the service's own put-backs"
+    ),
     EventType.BOUNCED: "A recipient was refused (dispatch 5xx) or a bounce (DSN) came back",
     EventType.COMPLAINED: "A recipient reported the message as spam (ARF feedback loop)",
     EventType.FAILED: "Dispatch gave up on the message",

@@ -11,8 +11,9 @@ A report only changes the state of a recipient whose delivery it proves (`_prove
 A report that proves nothing (or names only addresses it does not prove) is stored as received
 mail of the message's domain, with the reason in its event, and acted on in no way. Applying the
 same report twice changes nothing the second time.
-Per recipient: a hard bounce or a complaint suppresses the address for good; a soft bounce is
-recorded, and MAILSERVICE_SOFT_BOUNCE_LIMIT of them within the window suppress it for a while.
+Per recipient: a complaint suppresses the address for good; a bounce goes through the policy that
+dispatch's refusals go through too (messaging/bounces.py): a hard one suppresses the address for good
+unless its cause is the sender's, and a soft one counts toward MAILSERVICE_SOFT_BOUNCE_LIMIT.
 The message's status follows one rule (`_status_from_recipients`): `complained` as soon as any
 recipient complained; `bounced` once no recipient can have received it (each one bounced hard,
 was refused by the relay, or was skipped as suppressed); otherwise it keeps its status.
@@ -22,7 +23,6 @@ import logging
 import time
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
-from datetime import timedelta
 from email.message import Message as EmailMessage
 
 from django.conf import settings
@@ -33,6 +33,7 @@ from domains.models import Domain
 from mailservice import metrics
 from mailservice.mailbox import InvalidAddress, comparison_key, parse_address
 from messaging import sql
+from messaging.bounces import bounce_apply
 from messaging.inbound.aggregate.services import aggregate_read, aggregate_store
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
 from messaging.inbound.reports.reading import LINE_LIMIT
@@ -54,7 +55,6 @@ from messaging.models import (
     Message,
     MessageEvent,
     Status,
-    Suppression,
     SuppressionReason,
     message_by_public_id,
 )
@@ -237,10 +237,6 @@ _EVENT = {
 }
 # Hard or soft, as the report's classification (messaging/inbound/reports/, `classify`) decided it.
 _BOUNCE_TYPE = {ReportedOutcome.BOUNCE: BounceType.HARD, ReportedOutcome.SOFT_BOUNCE: BounceType.SOFT}
-_SUPPRESSION_REASON = {
-    ReportedOutcome.BOUNCE: SuppressionReason.BOUNCE,
-    ReportedOutcome.COMPLAINT: SuppressionReason.COMPLAINT,
-}
 # Recipient events meaning the recipient did not get the message.
 _UNDELIVERED = {EventType.BOUNCED, EventType.RECIPIENT_REJECTED, EventType.SUPPRESSED}
 
@@ -274,47 +270,18 @@ def _apply(*, message: Message, address: str, recipient: RecipientReport) -> boo
         fix_check=explained.check,
     )
     metrics.report_recorded(domain=message.domain.name, outcome=recipient.outcome)
-    if recipient.outcome in _SUPPRESSION_REASON:
+    if recipient.outcome == ReportedOutcome.COMPLAINT:
         suppression_add(
             domain=message.domain,
             address=address,
-            reason=_SUPPRESSION_REASON[recipient.outcome],
+            reason=SuppressionReason.COMPLAINT,
             source_message=message,
             detail=recipient.detail,
         )
-    elif recipient.outcome == ReportedOutcome.SOFT_BOUNCE:
-        _soft_bounce_streak(message=message, address=address, detail=recipient.detail)
+    elif recipient.outcome in _BOUNCE_TYPE:
+        kind = _BOUNCE_TYPE[recipient.outcome]
+        bounce_apply(message=message, address=address, kind=kind, cause=explained.cause, detail=recipient.detail)
     return True
-
-
-def _soft_bounce_streak(*, message: Message, address: str, detail: str) -> None:
-    """Suppress for MAILSERVICE_SOFT_BOUNCE_SUPPRESS_DAYS an address that soft-bounced on
-    MAILSERVICE_SOFT_BOUNCE_LIMIT messages within the window, counted since a previous such
-    suppression lapsed (so a lapsed one starts a new streak)."""
-    now = timezone.now()
-    since = now - timedelta(days=settings.MAILSERVICE_SOFT_BOUNCE_WINDOW_DAYS)
-    listed = Suppression.objects.filter(domain=message.domain, address=address).first()
-    if listed is not None and listed.expires_at is None:
-        return  # already suppressed for good
-    if listed is not None and listed.expires_at is not None:
-        since = max(since, listed.expires_at)
-    streak = (
-        MessageEvent.objects.filter(
-            type=EventType.SOFT_BOUNCED, recipient=address, message__domain=message.domain, created_at__gte=since
-        )
-        .values("message")
-        .distinct()
-        .count()
-    )
-    if streak >= settings.MAILSERVICE_SOFT_BOUNCE_LIMIT:
-        suppression_add(
-            domain=message.domain,
-            address=address,
-            reason=SuppressionReason.SOFT_BOUNCE,
-            source_message=message,
-            detail=f"{streak} soft bounces; last: {detail}",
-            expires_at=now + timedelta(days=settings.MAILSERVICE_SOFT_BOUNCE_SUPPRESS_DAYS),
-        )
 
 
 def _status_from_recipients(message: Message) -> None:

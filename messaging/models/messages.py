@@ -164,10 +164,12 @@ class Message(models.Model):
 class EventType(models.TextChoices):
     ACCEPTED = "accepted"
     DEFERRED = "deferred", "deferred (temporary failure, will retry)"
+    # The service's own put-back (a hold, a slot, a rate, warm-up, a slow destination): history only, no webhook.
+    HELD = "held", "held back (not sent, no attempt used)"
     DELIVERED = "delivered"
     RECIPIENT_REJECTED = "recipient_rejected"
     BOUNCED = "bounced", "bounced (permanent failure)"
-    SOFT_BOUNCED = "soft_bounced", "soft bounced (the relay gave up on a temporary failure)"
+    SOFT_BOUNCED = "soft_bounced", "soft bounced (a receiver gave up, or refused with a 4.x.x status)"
     DELAYED = "delayed", "delayed (DSN reported a delay)"
     FAILED = "failed"
     SUPPRESSED = "suppressed"

@@ -293,7 +293,8 @@ class _Transactions:
     def _outcome(self) -> SendOutcome:
         """The message's outcome from the results; a retry waits for the destination holds they started."""
         outcome = classify(self.message, merged_results(self.results))
-        retry_at = max(self.hold_ends) if self.hold_ends and outcome.retry else None
+        ends = [*self.hold_ends, *([outcome.retry_at] if outcome.retry_at else [])]  # and a greylisting's delay
+        retry_at = max(ends) if ends and outcome.retry else None
         events = [*self.skipped, *outcome.events]
         return replace(outcome, events=events, retry_at=retry_at, slow_down=self.slow_down)
 

@@ -7,6 +7,7 @@ in a row lasts MAILSERVICE_DESTINATION_BACKOFF_BASE * 2^(n-1) seconds (at most B
 delivery to the domain ends the streak. While a domain is held, its claimed messages are put back
 until the hold ends without using an attempt; the message whose failure started the hold is
 retried then too. Failures of messages already at the relay when a hold starts do not lengthen it.
+Greylisting (messaging/outbound/greylisting.py) is about one triplet, not the domain: it holds nothing.
 
 The holds live in a Redis hash shared by the fleet (in-process without REDIS_URL or while Redis
 is unreachable); each batch reads its recipients' domains once, like the suppression list.
@@ -23,8 +24,9 @@ from datetime import UTC, datetime
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from messaging.outbound.envelope import SendResult
+from messaging.outbound.envelope import Reply, SendResult
 from messaging.outbound.fleet_limits import as_text, is_slow_down, shared_redis
+from messaging.outbound.greylisting import is_greylisting
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +94,12 @@ def _hold_seconds(failures: int) -> float:
     return min(base, settings.MAILSERVICE_DESTINATION_BACKOFF_MAX)
 
 
+def _holds(reply: Reply) -> bool:
+    """A deferral that counts toward its domain's hold: a 4xx, but no greylisting, which is about its own
+    triplet (messaging/outbound/greylisting.py)."""
+    return 400 <= reply.code < 500 and not is_greylisting(reply)
+
+
 class BatchHolds:
     """The holds on a batch's recipient domains, read once, updated as the relay answers."""
 
@@ -113,11 +121,11 @@ class BatchHolds:
     def observe(self, result: SendResult, recipients: list[str]) -> datetime | None:
         """Record what the relay answered for `recipients`; returns the end of a hold it started or extended."""
         changes: dict[str, Hold | None] = {}
-        named = {_domain(address): reply for address, reply in result.refused.items() if 400 <= reply.code < 500}
+        named = {_domain(address): reply for address, reply in result.refused.items() if _holds(reply)}
         if result.delivered:
             delivered = {_domain(address) for address in result.accepted} - set(named)
             changes.update((name, None) for name in delivered if name in self.holds)
-        elif 400 <= result.final.code < 500 and not is_slow_down(result.final):
+        elif _holds(result.final) and not is_slow_down(result.final):
             # The whole message failed (MAIL FROM or DATA): counts against its domain if it has only one.
             failing = {_domain(address) for address in result.accepted or recipients} - set(named)
             if len(failing) == 1:

@@ -5,7 +5,8 @@ recipient, or a temporary failure (4xx, connection error, timeout) that schedule
 with exponential backoff and jitter in `next_attempt_at` (`retry_delay`). A receiver's "slow down"
 (messaging/outbound/provider_rules.py) or a destination's limit puts the message back without using
 an attempt, each put-back after the first a little later, FREE_THROTTLES times in a row at most; then
-the attempt counts (`slowed_down`).
+the attempt counts (`slowed_down`). A greylisted message waits MAILSERVICE_GREYLIST_DELAY, its first
+greylisting uncharged (`greylisted`).
 
 The outcome is recorded with one write conditional on the claimer's lease value (the fencing token,
 messaging/outbound/leases.py) and on the message's status, with its events, in one transaction
@@ -27,7 +28,9 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from mailservice import metrics
+from mailservice.mailbox import comparison_key
 from messaging import sql
+from messaging.bounces import bounce_apply, bounce_type
 from messaging.models import (
     BounceType,
     EventRecord,
@@ -38,6 +41,7 @@ from messaging.models import (
 )
 from messaging.outbound.envelope import NotSent, Reply, SendResult
 from messaging.outbound.fleet_limits import is_slow_down, relay_slow_down
+from messaging.outbound.greylisting import is_greylisting
 from messaging.outbound.smtp_client import reply_of
 from messaging.outbound.transports import transport
 from messaging.reply_causes import NO_CAUSE, Explained, explain
@@ -53,6 +57,7 @@ FREE_THROTTLES = 10
 THROTTLE_PAUSE_BASE_SECONDS = 0.25
 THROTTLE_PAUSE_MAX_SECONDS = 5.0
 THROTTLE_MARK = "asked to slow down"  # in the `why` of every slow-down put-back, so they can be counted
+GREYLIST_MARK = "greylisted, no attempt used"  # in the detail of a message's first greylisting
 FOLLOW_UP_HORIZON = 5.0  # seconds: a message put back until no later than this gets a follow-up batch
 
 
@@ -61,6 +66,14 @@ def retry_delay(*, attempt: int) -> timedelta:
     base = settings.MAILSERVICE_DISPATCH_BACKOFF_BASE * 2 ** (attempt - 1)
     capped = min(base, settings.MAILSERVICE_DISPATCH_BACKOFF_MAX)
     return timedelta(seconds=capped * (1 + random.uniform(0, settings.MAILSERVICE_DISPATCH_BACKOFF_JITTER)))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A receiver's permanent (5xx) reply for one recipient, at RCPT or to the DATA of its transaction."""
+
+    recipient: str  # as sent in RCPT TO
+    reply: Reply
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,7 @@ class SendOutcome:
     charged: bool = True  # False: no attempt was made after all (a hold, a slow-down): it is given back
     slow_down: bool = False  # the relay asked the fleet to slow down: stop this batch
     follow_up: bool = False  # a destination's limit put it back: a follow-up batch picks it up within seconds
+    refusals: tuple[Refusal, ...] = ()  # recorded with the outcome, then put through the bounce policy
 
 
 def _retry(
@@ -116,10 +130,8 @@ def _reply_event(
 ) -> EventRecord:
     """An event about the relay's `reply`, its parts recorded as fields; its detail is the reply itself unless
     given, with the failure's cause (and for an authentication refusal, the check of `domain` to fix).
-    A bounce is soft when its enhanced status (else its reply code) is a 4xx one: decided here, once."""
-    bounce_type = ""
-    if bounce:
-        bounce_type = BounceType.SOFT if (reply.enhanced_status or str(reply.code)).startswith("4") else BounceType.HARD
+    A bounce is hard or soft as messaging/bounces.py's `bounce_type` decides: here, once."""
+    hard_or_soft = bounce_type(reply.code, reply.enhanced_status) if bounce else ""
     explained = _explained(reply)
     return EventRecord(
         kind,
@@ -128,7 +140,7 @@ def _reply_event(
         smtp_code=reply.code,
         enhanced_status=reply.enhanced_status,
         diagnostic=reply.text,
-        bounce_type=bounce_type,
+        bounce_type=hard_or_soft,
         remote_host=host or transport().host,
         cause=explained.cause,
         fix_check=explained.check,
@@ -150,28 +162,110 @@ def temporary(message: Message, error: str, reply: Reply | None = None) -> SendO
     return _retry([event], error)
 
 
+def greylisted(message: Message, reply: Reply) -> SendOutcome:
+    """A receiver greylisted the message (`reply`): it is tried again once MAILSERVICE_GREYLIST_DELAY has
+    passed, on its own. Its first greylisting uses no attempt (any sender meets one on a first try); a
+    later one is charged as any deferral, and waits the same delay rather than the backoff."""
+    retry_at = timezone.now() + timedelta(seconds=settings.MAILSERVICE_GREYLIST_DELAY)
+    if message.events.filter(type=EventType.DEFERRED, detail__contains=GREYLIST_MARK).exists():
+        return replace(temporary(message, f"greylisted again: {reply}", reply), retry_at=retry_at)
+    detail = f"attempt {message.attempts}, {GREYLIST_MARK}: {reply}; next try at {retry_at:%H:%M:%S} UTC"
+    event = _reply_event(EventType.DEFERRED, "", reply, domain=message.domain.name, detail=detail)
+    return _retry([event], str(reply), retry_at=retry_at, charged=False)
+
+
+def _refused(result: SendResult) -> dict[str, Reply]:
+    """Each refused recipient's reply: at RCPT, and for a transaction refused for good after its RCPTs
+    (a 5xx to DATA), each recipient it had."""
+    refused = dict(result.refused)
+    if not result.delivered and result.final.code >= 500:
+        refused |= dict.fromkeys(result.accepted, result.final)
+    return refused
+
+
+def _refusal_event(rcpt: str, reply: Reply, *, domain: str, host: str) -> EventRecord:
+    """A refused recipient: `recipient_rejected`, or for a server's 5xx with a 4.x.x status (a soft bounce,
+    messaging/bounces.py) `soft_bounced` under the address's suppression key, so that it counts toward the
+    soft-bounce limit with the ones reports bring. A 4xx it was left with is no bounce: it counts for nothing."""
+    if _is_refusal(reply) and bounce_type(reply.code, reply.enhanced_status) == BounceType.SOFT:
+        return _reply_event(EventType.SOFT_BOUNCED, comparison_key(rcpt), reply, domain=domain, bounce=True, host=host)
+    return _reply_event(EventType.RECIPIENT_REJECTED, rcpt, reply, domain=domain, bounce=True, host=host)
+
+
+def _recipient_events(
+    result: SendResult, refused: dict[str, Reply], *, domain: str, host: str
+) -> dict[str, EventRecord]:
+    """An event per recipient refused at RCPT. A transaction refused at DATA is recorded by the message's one
+    event (its reply), and a soft refusal also by a `soft_bounced` per recipient: the limit counts them one by one."""
+    events = {}
+    for rcpt, reply in refused.items():
+        event = _refusal_event(rcpt, reply, domain=domain, host=host)
+        if rcpt in result.refused or event.type == EventType.SOFT_BOUNCED:
+            events[rcpt] = event
+    return events
+
+
+def _is_refusal(reply: Reply) -> bool:
+    """A server's permanent reply: the bounce policy's to apply. The service's own (a null MX) is not."""
+    return reply.code >= 500 and not reply.local
+
+
 def classify(message: Message, result: SendResult) -> SendOutcome:
-    domain = message.domain.name
-    rejected = [
-        _reply_event(EventType.RECIPIENT_REJECTED, rcpt, reply, domain=domain, bounce=True, host=result.remote_host)
-        for rcpt, reply in result.refused.items()
-    ]
+    domain, refused = message.domain.name, _refused(result)
+    host = result.remote_host
+    events = _recipient_events(result, refused, domain=domain, host=host)
+    rejected = list(events.values())
+    refusals = tuple(Refusal(rcpt, reply) for rcpt, reply in refused.items() if _is_refusal(reply))
     if result.delivered:
-        delivered = _reply_event(EventType.DELIVERED, "", result.final, domain=domain, host=result.remote_host)
-        return SendOutcome(Status.DELIVERED, [*rejected, delivered])
+        delivered = _reply_event(EventType.DELIVERED, "", result.final, domain=domain, host=host)
+        return SendOutcome(Status.DELIVERED, [*rejected, delivered], refusals=refusals)
     replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
     if all(reply.code >= 500 and reply.local for reply in replies):
         # No server refused it: the service found it cannot be delivered (a null MX, no such domain).
-        failed = _reply_event(EventType.FAILED, "", result.final, domain=domain, host=result.remote_host)
-        return SendOutcome(Status.FAILED, [*rejected, failed], failed.detail)
+        failed = _reply_event(EventType.FAILED, "", result.final, domain=domain, host=host)
+        return SendOutcome(Status.FAILED, [*rejected, failed], failed.detail, refusals=refusals)
     if all(reply.code >= 500 for reply in replies):
-        bounced = _reply_event(EventType.BOUNCED, "", result.final, domain=domain, bounce=True, host=result.remote_host)
-        return SendOutcome(Status.BOUNCED, [*rejected, bounced], bounced.detail)
-    return temporary(message, str(result.final), result.final)
+        bounced = _reply_event(EventType.BOUNCED, "", result.final, domain=domain, bounce=True, host=host)
+        return SendOutcome(Status.BOUNCED, [*rejected, bounced], bounced.detail, refusals=refusals)
+    # Tried again for the rest: the refusals for good are recorded now, with their policy, so that a
+    # recipient the policy suppressed is skipped by the retry instead of being refused again.
+    greylisting = next((reply for reply in replies if is_greylisting(reply)), None)
+    if greylisting is None:
+        retry = temporary(message, str(result.final), result.final)
+    else:
+        retry = greylisted(message, greylisting)
+    recorded = [events[refusal.recipient] for refusal in refusals if refusal.recipient in events]
+    return replace(retry, events=[*recorded, *retry.events], refusals=refusals)
+
+
+def _refusals_apply(message: Message, refusals: tuple[Refusal, ...]) -> None:
+    """Each refused recipient through the bounce policy, as a report of the same reply would be."""
+    for refusal in refusals:
+        reply = refusal.reply
+        bounce_apply(
+            message=message,
+            address=comparison_key(refusal.recipient),
+            kind=bounce_type(reply.code, reply.enhanced_status),
+            cause=_explained(reply).cause,
+            detail=str(reply),
+        )
 
 
 def record_outcome(message: Message, outcome: SendOutcome, now: datetime) -> bool:
-    """Write the outcome if this worker still holds the lease; False if it lost it."""
+    """Write the outcome if this worker still holds the lease; False if it lost it. Refused recipients
+    are put through the bounce policy in the same transaction: suppressed by the attempt that recorded
+    their refusal, or not at all (the outcome is not recorded either, and its retry does both)."""
+    if not outcome.refusals:
+        return _write_outcome(message, outcome, now)
+    with transaction.atomic():
+        written = _write_outcome(message, outcome, now)
+        if written:
+            _refusals_apply(message, outcome.refusals)
+        return written
+
+
+def _write_outcome(message: Message, outcome: SendOutcome, now: datetime) -> bool:
+    """The fenced write of `record_outcome`: the message's row and its events."""
     fields: dict = {"status": outcome.status, "last_error": outcome.last_error, "lease_expires_at": None}
     fields["next_attempt_at"] = (
         (outcome.retry_at or now + retry_delay(attempt=message.attempts)) if outcome.retry else None
@@ -224,18 +318,19 @@ def not_sent(
     reply: Reply | None = None,
 ) -> SendOutcome:
     """Put a claimed message back until `retry_at` without using an attempt: held, or the relay or a
-    destination asked to slow down (or is at its limits) with `reply`, whose cause the event carries."""
+    destination asked to slow down (or is at its limits) with `reply`, whose cause the event carries.
+    The service's own doing, so a `held` event: in the message's history, never an `email.delayed`."""
     explained = _explained(reply)
     note = explained.note(message.domain.name)
     detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC{note}"
-    event = EventRecord(EventType.DEFERRED, "", detail, cause=explained.cause, fix_check=explained.check)
+    event = EventRecord(EventType.HELD, "", detail, cause=explained.cause, fix_check=explained.check)
     return _retry([event], why, retry_at=retry_at, charged=False, slow_down=slow_down, follow_up=follow_up)
 
 
 def _throttles_in_a_row(message: Message) -> int:
     """How many of the message's latest events are slow-down put-backs (up to FREE_THROTTLES)."""
     recent = message.events.order_by("-pk").values_list("type", "detail")[:FREE_THROTTLES]
-    return len(list(takewhile(lambda event: event[0] == EventType.DEFERRED and THROTTLE_MARK in event[1], recent)))
+    return len(list(takewhile(lambda event: event[0] == EventType.HELD and THROTTLE_MARK in event[1], recent)))
 
 
 def slowed_down(message: Message, why: str, *, reply: Reply, retry_at: datetime, relay: bool) -> SendOutcome:

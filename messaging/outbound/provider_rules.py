@@ -22,11 +22,14 @@ Sources (read 2026-11):
 
 Deliberately not here: 452 4.5.3 (too many recipients in one transaction) limits a transaction,
 not a rate; 452 4.2.2 (mailbox full) is about one mailbox: both stay ordinary temporary failures.
+Greylisting asks for a delay, not a lower rate: a reply messaging/outbound/greylisting.py recognises is
+no throttle, whichever rule its code matches.
 """
 
 from dataclasses import dataclass
 
 from messaging.outbound.envelope import Reply
+from messaging.outbound.greylisting import is_greylisting
 
 
 @dataclass(frozen=True)
@@ -70,5 +73,6 @@ def matching_rule(reply: Reply) -> Rule | None:
 
 
 def is_throttle(reply: Reply) -> bool:
-    """A "slow down" reply: lower the destination's rate and retry within seconds, without an attempt."""
-    return matching_rule(reply) is not None
+    """A "slow down" reply: lower the destination's rate and retry within seconds, without an attempt.
+    Greylisting is none, though its "451 4.7.1" matches a rule: it asks for a delay, not a lower rate."""
+    return matching_rule(reply) is not None and not is_greylisting(reply)

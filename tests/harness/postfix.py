@@ -63,8 +63,12 @@ class PostfixServer(ChildProcess):
     """A private Postfix on `host`:`port` that accepts mail for `domains` (and for any domain from loopback
     clients when `relay` is set, as a smarthost does) and passes it to `next_hop` ("127.0.0.1:2525").
 
-    With `certificate` (certificate chain file, key file) it offers STARTTLS. Start within seconds;
-    `stop` ends it and deletes its directories."""
+    With `certificate` (certificate chain file, key file) it offers STARTTLS. With `mailboxes`, an MX
+    knows its domains' users: any other recipient is refused at RCPT as Postfix does with
+    relay_recipient_maps ("550 5.1.1 <…>: Recipient address rejected: User unknown in relay recipient
+    table"). `recipient_access` maps an address to the reply its RCPT gets (check_recipient_access,
+    access(5): "550 5.7.1 Sender blocked"); `policy_service` ("127.0.0.1:10023") is asked at RCPT, as
+    postgrey is (tests/harness/postgrey.py). Start within seconds; `stop` ends it and deletes its directories."""
 
     def __init__(
         self,
@@ -77,6 +81,9 @@ class PostfixServer(ChildProcess):
         hostname: str = "postfix.test",
         certificate: tuple[Path, Path] | None = None,
         limits: ClientLimits = ClientLimits(),
+        mailboxes: tuple[str, ...] | None = None,
+        recipient_access: dict[str, str] | None = None,
+        policy_service: str = "",
     ) -> None:
         assert POSTFIX, "Postfix is not installed (.ci/run installs Debian's postfix package)"
         self.host, self.port = host, port
@@ -84,8 +91,10 @@ class PostfixServer(ChildProcess):
         self.config = self.directory / "etc"
         self.next_hop, self.domains, self.relay, self.hostname = next_hop, domains, relay, hostname
         self.certificate, self.limits = certificate, limits
+        self.mailboxes, self.recipient_access = mailboxes, recipient_access or {}
+        self.policy_service = policy_service
         super().__init__(
-            [POSTFIX, "-c", str(self.config), "start-fg"], name="postfix", env=dict(os.environ), ready=self._greets
+            [POSTFIX, "-c", str(self.config), "start-fg"], name="postfix", env=dict(os.environ), ready=self.greets
         )
 
     def start(self) -> None:
@@ -104,7 +113,11 @@ class PostfixServer(ChildProcess):
         """Postfix's log so far (smtpd's "TLS connection established from …", the deliveries)."""
         return self.log_path.read_text(errors="replace")
 
-    def _greets(self) -> bool:
+    def connections(self) -> int:
+        """The connections smtpd has accepted so far (its "connect from" lines), readiness probes included."""
+        return self.log().count("]: connect from ")
+
+    def greets(self) -> bool:
         try:
             with smtplib.SMTP(self.host, self.port, timeout=1) as smtp:
                 return smtp.noop()[0] == 250
@@ -155,7 +168,22 @@ class PostfixServer(ChildProcess):
         }
         if self.certificate is not None:
             parameters |= self._tls_parameters(*self.certificate)
+        if self.mailboxes is not None:
+            parameters["relay_recipient_maps"] = self._texthash("mailboxes", dict.fromkeys(self.mailboxes, "OK"))
+        restrictions = []
+        if self.recipient_access:
+            restrictions.append(f"check_recipient_access {self._texthash('recipient_access', self.recipient_access)}")
+        if self.policy_service:
+            restrictions.append(f"check_policy_service inet:{self.policy_service}")
+        if restrictions:
+            parameters["smtpd_recipient_restrictions"] = ", ".join(restrictions)
         return "".join(f"{name} = {value}\n" for name, value in parameters.items())
+
+    def _texthash(self, name: str, entries: dict[str, str]) -> str:
+        """A lookup table (texthash: read as it is, no postmap) of `entries`, named for main.cf."""
+        table = self.config / name
+        table.write_text("".join(f"{key} {value}\n" for key, value in entries.items()))
+        return f"texthash:{table}"
 
     def _next_hop_transport(self) -> str:
         """smtp:[address]:port: brackets, so Postfix looks up no MX for it."""

@@ -100,7 +100,12 @@ def test_processing_against_a_sent_message(name, domain):
         assert set(events) == {EventType.DELAYED}
     suppressed = sorted(Suppression.objects.values_list("address", "reason"))
     if kind == "bounce":
-        assert suppressed == sorted((address, "bounce") for address, status in recipients if status.startswith("5"))
+        # A hard bounce suppresses, but not one blaming the sender (messaging/bounces.py): the X.7.x of the
+        # mixed report's "550 5.7.1 Message rejected as spam" is about the message, not the address.
+        blames_the_address = [
+            (address, "bounce") for address, status in recipients if status[:3] in ("5.0", "5.1", "5.2")
+        ]
+        assert suppressed == sorted(blames_the_address)
     elif kind == "complaint":
         # A redacted complainer is taken to be the original's one recipient.
         assert suppressed == [(recipients[0][0] or "reader@example.org", "complaint")]

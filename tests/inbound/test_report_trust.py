@@ -134,6 +134,15 @@ def test_a_final_failure_with_a_temporary_status_is_a_soft_bounce_and_suppresses
     assert not Suppression.objects.exists()
 
 
+def test_a_bounce_whose_cause_is_the_sender_is_hard_and_suppresses_no_one(domain):
+    """The policy dispatch's refusals go through too (messaging/bounces.py): `5.7.1` blames the sender."""
+    message = sent(domain, "user@example.org")
+    deliver(wire_bytes(dsn(message=message, recipient="user@example.org", status="5.7.1")), verp_address(message))
+    event = message.events.get()
+    assert (event.type, event.bounce_type, event.cause) == (EventType.BOUNCED, "hard", "policy")
+    assert not Suppression.objects.exists()
+
+
 def test_three_soft_bounces_suppress_the_address_for_seven_days(domain):
     for _ in range(3):
         message = sent(domain, "full@example.org")

@@ -285,7 +285,7 @@ def test_a_slow_down_answer_puts_the_batch_back_without_using_attempts(sink, set
     assert (throttled.status, throttled.attempts, throttled.lease_expires_at) == (Status.ACCEPTED, 0, None)
     assert throttled.next_attempt_at <= timezone.now()
     [event] = throttled.events.all()
-    assert event.type == EventType.DEFERRED and "no attempt used" in event.detail and "421 4.7.0" in event.detail
+    assert event.type == EventType.HELD and "no attempt used" in event.detail and "421 4.7.0" in event.detail
     assert [(m.attempts, m.lease_expires_at) for m in rest] == [(0, None), (0, None)]
     assert "421 4.7.0" in relay_rate_status()["reason"]
     # the relay closed the connection: the next batch opens a new one and sends all three, once each

@@ -242,7 +242,7 @@ def test_a_provider_throttle_code_slows_only_its_destination_and_uses_no_attempt
     assert (slowed.status, slowed.attempts, slowed.lease_expires_at) == (Status.ACCEPTED, 0, None)
     assert (slowed.next_attempt_at - timezone.now()).total_seconds() <= 1.5
     [event] = slowed.events.all()
-    assert event.type == EventType.DEFERRED and "no attempt used" in event.detail
+    assert event.type == EventType.HELD and "no attempt used" in event.detail
     assert "throttling.test asked to slow down: 421 4.7.28" in event.detail
     assert follow_ups == [1]
     throttled = destination_status("throttling.test")

@@ -150,7 +150,7 @@ def test_a_pool_of_warming_addresses_at_their_cap_holds_the_message_without_an_a
     assert (held.status, held.attempts) == (Status.ACCEPTED, 0)
     assert held.next_attempt_at > timezone.now()
     event = held.events.get()
-    assert event.type == EventType.DEFERRED
+    assert event.type == EventType.HELD
     assert event.detail.startswith(
         "not sent, no attempt used: every address of pool pool-127.0.0.5 is at its warm-up cap for example.test;"
     )

@@ -125,7 +125,7 @@ def test_a_throttling_postfix_relay_costs_no_attempt_and_gets_every_message_once
     assert Counter(messages.values_list("status", flat=True)) == {Status.DELIVERED: SENDS}
     assert set(messages.values_list("attempts", flat=True)) == {1}
     assert len(sink.message_ids()) == SENDS and set(sink.message_ids().values()) == {1}
-    put_back = MessageEvent.objects.filter(type=EventType.DEFERRED, detail__contains="no attempt used")
+    put_back = MessageEvent.objects.filter(type=EventType.HELD, detail__contains="no attempt used")
     assert put_back.filter(detail__contains="450 4.7.1 Error: too much mail from 127.0.0.1").exists()
     assert "Message delivery request rate limit exceeded" in server.log()
     # Postfix takes 2.5 messages/s: 12 need 5 s; retries within seconds keep the whole run near that.
