@@ -76,10 +76,106 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default)
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _without_password(url: str) -> str:
+    """The URL as an error message may show it: a password in it never reaches a log."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
+
+
+_URL_FORMS = {"unix": "unix:///path/to.sock"}
+
+
+@overload
+def env_url(name: str, schemes: tuple[str, ...]) -> str | None: ...
+@overload
+def env_url(name: str, schemes: tuple[str, ...], default: str) -> str: ...
+def env_url(name: str, schemes: tuple[str, ...], default: str | None = None) -> str | None:
+    """A URL with one of `schemes` and a host (a port, if given, a number); unset gives `default`."""
+    value = env_str(name, default) if default is not None else env_str(name)
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    located = bool(parts.path) if parts.scheme == "unix" else bool(parts.hostname)  # unix:///run/redis.sock
+    if parts.scheme not in schemes or not located or not port_ok:
+        raise ImproperlyConfigured(
+            f"{name} must be a URL {' or '.join(_URL_FORMS.get(s, s + '://host') for s in schemes)},"
+            f" got {_without_password(value)!r}"
+        )
+    return value
+
+
 # A host name as EHLO gives it (RFC 5321 4.1.1.1): dot-separated labels of letters, digits and hyphens.
 _HOST_NAME = re.compile(
     r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
 )
+
+
+def env_host(name: str) -> str | None:
+    """A host name (the EHLO name, the inbound server's name, the return-path domain); unset gives None."""
+    value = env_str(name)
+    if value is not None and not _HOST_NAME.fullmatch(value.removesuffix(".")):
+        raise ImproperlyConfigured(f"{name} must be a host name like mail.example.com, got {value!r}")
+    return value
+
+
+# An address as the service writes it into an envelope: a dot-atom local part (RFC 5322 3.2.3) at a host name.
+_LOCAL_PART = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+
+
+def env_address(name: str) -> str | None:
+    """A bare mail address (`reports@example.com`, no display name); unset gives None."""
+    value = env_str(name)
+    if value is None:
+        return None
+    local, at, domain = value.rpartition("@")
+    if not at or not _LOCAL_PART.fullmatch(local) or len(local) > 64 or not _HOST_NAME.fullmatch(domain):
+        raise ImproperlyConfigured(f"{name} must be a bare address like reports@example.com, got {value!r}")
+    return value
+
+
+def env_networks(name: str) -> list[str]:
+    """Comma-separated IP addresses or networks (`10.0.0.0/8,::1`); one that is neither stops start-up."""
+    networks = env_list(name, [])
+    for entry in networks:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {entry!r} is not an IP address or network (expected e.g. 10.0.0.0/8,::1)"
+            ) from None
+    return networks
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def env_host_port(name: str) -> str | None:
+    """`host` or `host:port` (an IPv4 address or a host name; a port from 1 to 65535); unset gives None."""
+    value = env_str(name)
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":") if value.count(":") == 1 else (value, "", "53")
+    if not (_HOST_NAME.fullmatch(host) or _is_ip(host)) or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ImproperlyConfigured(f"{name} must be host or host:port (e.g. 127.0.0.1:53), got {value!r}")
+    return value
 
 
 def env_source_addresses(name: str) -> dict[str, str]:
@@ -160,6 +256,9 @@ def database_from_url(url: str, base_dir: Path) -> dict:
 
 
 POOLERS = ("none", "pgbouncer")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+BROKER_SCHEMES = (*REDIS_SCHEMES, "amqp", "amqps")  # what kombu reaches as Celery's broker
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def database_behind_pooler(database: dict, pooler: str) -> dict:

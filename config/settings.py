@@ -17,16 +17,26 @@ from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
 from config.env import (
+    BROKER_SCHEMES,
+    LOG_LEVELS,
+    POOLERS,
+    REDIS_SCHEMES,
     database_behind_pooler,
     database_from_url,
+    env_address,
     env_bool,
+    env_choice,
     env_fernet_keys,
     env_float,
+    env_host,
+    env_host_port,
     env_int,
     env_list,
+    env_networks,
     env_rate,
     env_source_addresses,
     env_str,
+    env_url,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -163,16 +173,16 @@ DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 # Behind a transaction-pooling PgBouncer: no session state (config/env.py). LISTEN is session state too:
 # the dispatch loop listens on DATABASE_DIRECT_URL, straight to PostgreSQL, or else polls.
-DATABASE_POOLER = env_str("DATABASE_POOLER", "none")
+DATABASE_POOLER = env_choice("DATABASE_POOLER", "none", POOLERS)
 DATABASES["default"] = database_behind_pooler(DATABASES["default"], DATABASE_POOLER)
-DATABASE_DIRECT_URL = env_str("DATABASE_DIRECT_URL")
+DATABASE_DIRECT_URL = env_url("DATABASE_DIRECT_URL", ("postgres", "postgresql"))
 DATABASE_LISTEN = database_from_url(DATABASE_DIRECT_URL, BASE_DIR) if DATABASE_DIRECT_URL else None
 # A PostgreSQL with fsync or synchronous_commit off fails /readyz and the dispatch worker refuses to start
 # (mailservice/durability.py): a crash there could lose accepted mail. True accepts that (a test cluster).
 MAILSERVICE_ALLOW_UNSAFE_DURABILITY = env_bool("MAILSERVICE_ALLOW_UNSAFE_DURABILITY", False)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env_str("REDIS_URL")
+REDIS_URL = env_url("REDIS_URL", REDIS_SCHEMES)
 if REDIS_URL:
     CACHES = {"default": {"BACKEND": "mailservice.redis_pool.ProcessRedisCache", "LOCATION": REDIS_URL}}
 else:
@@ -191,7 +201,8 @@ STATIC_ROOT = VAR_DIR / "static"
 WHITENOISE_USE_FINDERS = True
 
 # Production hardening; `manage.py check --deploy` passes with DEBUG=false behind TLS.
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_list("MAILSERVICE_TRUSTED_PROXIES", []) else None
+MAILSERVICE_TRUSTED_PROXIES = env_networks("MAILSERVICE_TRUSTED_PROXIES")
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if MAILSERVICE_TRUSTED_PROXIES else None
 SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
@@ -259,10 +270,9 @@ RATELIMIT_FAIL_OPEN = True
 # How long a web process may reuse an API key it looked up (apikeys/cache.py): a change to a key or
 # its domain applies at once through the version in Redis; this bounds it should that version fail.
 MAILSERVICE_API_KEY_CACHE_SECONDS = env_float("MAILSERVICE_API_KEY_CACHE_SECONDS", 10.0)
-MAILSERVICE_TRUSTED_PROXIES = env_list("MAILSERVICE_TRUSTED_PROXIES", [])
 EMAIL_URL = env_str("EMAIL_URL")
 MAILSERVICE_OUTBOX_DIR = VAR_DIR / "outbox"
-MAILSERVICE_RETURN_PATH_DOMAIN = env_str("MAILSERVICE_RETURN_PATH_DOMAIN")
+MAILSERVICE_RETURN_PATH_DOMAIN = env_host("MAILSERVICE_RETURN_PATH_DOMAIN")
 
 # Inbound SMTP (manage.py run_inbound_smtp): the size cap is advertised with the SIZE extension.
 MAILSERVICE_INBOUND_MAX_BYTES = env_int("MAILSERVICE_INBOUND_MAX_BYTES", 25 * 1024 * 1024)
@@ -280,7 +290,8 @@ MAILSERVICE_INBOUND_PARSE_SECONDS = env_float("MAILSERVICE_INBOUND_PARSE_SECONDS
 MAILSERVICE_REPORT_MAX_BYTES = env_int("MAILSERVICE_REPORT_MAX_BYTES", 20 * 1024 * 1024)
 # Accept bounces to the unsigned VERP form `bounces+<id>@` (messages of the last 7 days only).
 MAILSERVICE_VERP_ACCEPT_UNSIGNED = env_bool("MAILSERVICE_VERP_ACCEPT_UNSIGNED", True)
-# STARTTLS on the inbound server (and the submission server): PEM certificate chain and key.
+# TLS of the SMTP servers (STARTTLS on the inbound and submission servers, or implicit TLS with
+# run_submission_smtp --implicit-tls): PEM files of the certificate chain and its key (mailservice/tls.py).
 MAILSERVICE_TLS_CERT_FILE = env_str("MAILSERVICE_TLS_CERT_FILE")
 MAILSERVICE_TLS_KEY_FILE = env_str("MAILSERVICE_TLS_KEY_FILE")
 # Soft bounces (4.x.x after the relay gave up): this many to one address within WINDOW_DAYS
@@ -288,11 +299,6 @@ MAILSERVICE_TLS_KEY_FILE = env_str("MAILSERVICE_TLS_KEY_FILE")
 MAILSERVICE_SOFT_BOUNCE_LIMIT = env_int("MAILSERVICE_SOFT_BOUNCE_LIMIT", 3)
 MAILSERVICE_SOFT_BOUNCE_WINDOW_DAYS = env_int("MAILSERVICE_SOFT_BOUNCE_WINDOW_DAYS", 30)
 MAILSERVICE_SOFT_BOUNCE_SUPPRESS_DAYS = env_int("MAILSERVICE_SOFT_BOUNCE_SUPPRESS_DAYS", 7)
-
-# TLS of the SMTP servers (STARTTLS, or implicit TLS with run_submission_smtp --implicit-tls):
-# PEM files of the certificate chain and its key (mailservice/tls.py).
-MAILSERVICE_TLS_CERT_FILE = env_str("MAILSERVICE_TLS_CERT_FILE")
-MAILSERVICE_TLS_KEY_FILE = env_str("MAILSERVICE_TLS_KEY_FILE")
 
 # SMTP submission (manage.py run_submission_smtp): the size cap is advertised with SIZE. AUTH is
 # refused before STARTTLS unless plaintext AUTH is allowed (loopback and development only).
@@ -303,8 +309,8 @@ MAILSERVICE_SUBMISSION_MAX_CONNECTIONS_PER_IP = env_int("MAILSERVICE_SUBMISSION_
 # Failed AUTH per window ('10/15m'), counted in the cache (Redis: every server process) per client
 # address and per API key (its prefix, the key the password names); at the limit AUTH gets 454 4.7.0
 # until the window ends, even with the right key.
-MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP = env_str("MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP", "10/15m")
-MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_KEY = env_str("MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_KEY", "20/15m")
+MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP = env_rate("MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP", "10/15m")
+MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_KEY = env_rate("MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_KEY", "20/15m")
 
 # Retention (messaging/retention.py): messages older than this many days (a domain's own
 # setting, when it has one) are purged with their events every PURGE_INTERVAL seconds.
@@ -340,9 +346,9 @@ if _METRICS_DIR:
 MAILSERVICE_SPF_INCLUDE = env_str("MAILSERVICE_SPF_INCLUDE")
 # The inbound server's public name: the MX of the return-path domain (or of the sending
 # domain) and the name in its SMTP banner (default: this machine's FQDN).
-MAILSERVICE_INBOUND_HOST = env_str("MAILSERVICE_INBOUND_HOST")
+MAILSERVICE_INBOUND_HOST = env_host("MAILSERVICE_INBOUND_HOST")
 # "host" or "host:port" of the resolver to ask; unset means the system's resolvers.
-MAILSERVICE_DNS_RESOLVER = env_str("MAILSERVICE_DNS_RESOLVER")
+MAILSERVICE_DNS_RESOLVER = env_host_port("MAILSERVICE_DNS_RESOLVER")
 MAILSERVICE_DNS_TIMEOUT = env_float("MAILSERVICE_DNS_TIMEOUT", 5.0)
 # Bounce and complaint rates in the console cover sent messages of this many recent days.
 MAILSERVICE_RATE_WINDOW_DAYS = env_int("MAILSERVICE_RATE_WINDOW_DAYS", 30)
@@ -351,7 +357,7 @@ MAILSERVICE_RATE_WINDOW_DAYS = env_int("MAILSERVICE_RATE_WINDOW_DAYS", 30)
 MAILSERVICE_DKIM_RETIRE_DAYS = env_int("MAILSERVICE_DKIM_RETIRE_DAYS", 7)
 
 # --- Celery -----------------------------------------------------------------------------
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", BROKER_SCHEMES) or REDIS_URL
 # Without a broker (the embedded default) tasks run in-process once the send has committed.
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
 # kombu's Redis transport, its channels keeping one Redis client instead of one per publish (config/broker.py).
@@ -385,7 +391,7 @@ MAILSERVICE_DISPATCH_SWEEP_LIMIT = env_int("MAILSERVICE_DISPATCH_SWEEP_LIMIT", 1
 MAILSERVICE_SMTP_TIMEOUT = env_float("MAILSERVICE_SMTP_TIMEOUT", 30.0)
 MAILSERVICE_SMTP_POOL_SIZE = env_int("MAILSERVICE_SMTP_POOL_SIZE", 5)  # one per worker thread (Procfile)
 # The name given in EHLO to the relay or to recipients' MX hosts (unset: this machine's FQDN).
-MAILSERVICE_HELO_NAME = env_str("MAILSERVICE_HELO_NAME")
+MAILSERVICE_HELO_NAME = env_host("MAILSERVICE_HELO_NAME")
 # Direct delivery (EMAIL_URL=mx://, messaging/outbound/direct/transport.py): the port MX hosts are reached on
 # (25; tests use unprivileged ones), and whether an MX may resolve to loopback, private or link-local
 # addresses (refused unless set: tests, a trusted LAN).
@@ -408,7 +414,7 @@ MAILSERVICE_TLS_CA_FILE = env_str("MAILSERVICE_TLS_CA_FILE")
 MAILSERVICE_MTA_STS_PORT = env_int("MAILSERVICE_MTA_STS_PORT", 443)
 # TLS-RPT (RFC 8460, messaging/tls_reports/sending.py): the address daily TLS reports are sent from, on a
 # verified sending domain (they must be DKIM-signed); unset, no report is sent.
-MAILSERVICE_TLSRPT_FROM = env_str("MAILSERVICE_TLSRPT_FROM")
+MAILSERVICE_TLSRPT_FROM = env_address("MAILSERVICE_TLSRPT_FROM")
 # At most this many reports a day to one rua mailbox (mailto:) or host (https:), across every policy domain:
 # anyone can publish a rua at a third party for domains the service delivers to, and each report is a
 # DKIM-signed mail from the operator's reporter. The rest are skipped (mailservice_tls_reports_skipped_total).
@@ -503,7 +509,7 @@ MAILSERVICE_DELAYED_EVENT_INTERVAL = env_int("MAILSERVICE_DELAYED_EVENT_INTERVAL
 MAILSERVICE_WEBHOOK_IN_PROCESS = env_bool("MAILSERVICE_WEBHOOK_IN_PROCESS", CELERY_BROKER_URL is None)
 # The API's public base URL (e.g. https://mail.example.com): links in `email.received` events start
 # with it (unset: the links are paths, to be joined to the base URL the application already uses).
-MAILSERVICE_API_URL = env_str("MAILSERVICE_API_URL")
+MAILSERVICE_API_URL = env_url("MAILSERVICE_API_URL", ("https", "http"))
 # How long those links to a received message's raw source and attachments work.
 MAILSERVICE_WEBHOOK_LINK_MAX_AGE = env_int("MAILSERVICE_WEBHOOK_LINK_MAX_AGE", 7 * 24 * 3600)
 CELERY_TASK_ROUTES = {"webhooks.deliver": {"queue": MAILSERVICE_WEBHOOK_QUEUE}}
@@ -518,9 +524,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # LOG_FORMAT=json: one JSON object per line on stdout (time, level, logger, message, request_id,
 # message_id, domain); text (the default, for development) goes to stderr as before.
-LOG_FORMAT = env_str("LOG_FORMAT", "text")
-if LOG_FORMAT not in {"text", "json"}:
-    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, got {LOG_FORMAT!r}")
+LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -542,12 +546,12 @@ LOGGING = {
             "stream": "ext://sys.stdout" if LOG_FORMAT == "json" else "ext://sys.stderr",
         }
     },
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_choice("LOG_LEVEL", "INFO", LOG_LEVELS)},
     # aiosmtpd traces every SMTP command at INFO; the inbound server logs what it decides itself.
     # django-axes announces its configuration at INFO in every process, commands' one-line errors included.
     "loggers": {
         "django.request": {"level": "ERROR"},
-        "mail.log": {"level": env_str("SMTP_LOG_LEVEL", "WARNING")},
+        "mail.log": {"level": env_choice("SMTP_LOG_LEVEL", "WARNING", LOG_LEVELS)},
         "axes.apps": {"level": "WARNING"},
     },
 }

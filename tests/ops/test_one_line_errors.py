@@ -69,6 +69,12 @@ def test_an_unreachable_database_is_one_line():
         ("MAILSERVICE_METRICS_FAILURE_RATE", "10/0s", "a rate like 120/m or 5/10s"),
         ("MAILSERVICE_SOFT_BOUNCE_LIMIT", "many", "an integer"),
         ("MAILSERVICE_BOUNCE_RATE_LIMIT", "5%", "a number"),
+        ("MAILSERVICE_SUBMISSION_AUTH_FAILURES_PER_IP", "ten", "a rate like 120/m or 5/10s"),
+        ("REDIS_URL", "localhost:6379", "a URL redis://host or rediss://host or unix:///path/to.sock"),
+        ("MAILSERVICE_API_URL", "mail.example.com", "a URL https://host or http://host"),
+        ("MAILSERVICE_TLSRPT_FROM", "Reports <tls@example.com>", "a bare address like reports@example.com"),
+        ("MAILSERVICE_HELO_NAME", "mail_1.example.com", "a host name like mail.example.com"),
+        ("LOG_LEVEL", "verbose", "one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
     ],
 )
 def test_a_setting_that_cannot_be_read_stops_start_up_in_one_line_under_debug_too(name, value, what, debug):
@@ -77,6 +83,30 @@ def test_a_setting_that_cannot_be_read_stops_start_up_in_one_line_under_debug_to
     assert result.returncode == 1
     [line] = _lines(result)
     assert line.startswith(f"manage.py: ImproperlyConfigured: {name} must be {what}") and repr(value) in line, line
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("debug", ["false", "true"])
+@pytest.mark.parametrize(
+    ("name", "value", "what"),
+    [
+        ("MAILSERVICE_TRUSTED_PROXIES", "10.0.0.0/8,nginx", "'nginx' is not an IP address or network"),
+        ("MAILSERVICE_SOURCE_ADDRESSES", "192.0.2.1,mx1", "'mx1' is not an IPv4 or IPv6 address"),
+    ],
+)
+def test_a_list_with_one_bad_entry_stops_start_up_naming_the_entry(name, value, what, debug):
+    # A proxy list that could not be read used to fail every request that came through a proxy, as a 500.
+    result = _run([str(BIN / "python"), "manage.py", "check"], **{name: value, "DEBUG": debug})
+    assert result.returncode == 1
+    [line] = _lines(result)
+    assert line.startswith(f"manage.py: ImproperlyConfigured: {name}: {what}"), line
+
+
+def test_a_password_in_a_bad_url_is_not_shown():
+    result = _run([str(BIN / "python"), "manage.py", "check"], REDIS_URL="redis://:hunter2@/0")
+    assert result.returncode == 1
+    [line] = _lines(result)
+    assert "REDIS_URL must be a URL" in line and "hunter2" not in line and "got 'redis://:***@/0'" in line, line
 
 
 @pytest.mark.django_db
