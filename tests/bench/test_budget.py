@@ -10,16 +10,21 @@ import pytest
 
 from bench.budget import CpuBudget, goal_note, pids_of
 
-BUSY_THEN_IDLE = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\ntime.sleep(60)"
+BUSY_THEN_IDLE = (
+    "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
+    "print('burnt', flush=True)\ntime.sleep(60)"
+)
 
 
 @pytest.mark.live
 def test_a_busy_process_is_charged_its_cpu_and_the_machine_at_least_as_much():
-    child = subprocess.Popen([sys.executable, "-c", BUSY_THEN_IDLE])
+    child = subprocess.Popen([sys.executable, "-c", BUSY_THEN_IDLE], stdout=subprocess.PIPE, text=True)
     budget = CpuBudget({"busy child": pids_of(child.pid)})
     try:
         with budget.measuring():
-            time.sleep(1.0)  # the child's 0.4 s of CPU falls inside
+            # The child's 0.4 s of CPU falls inside, however long a busy machine takes to give it that much.
+            assert child.stdout is not None and child.stdout.readline() == "burnt\n"
+            time.sleep(0.1)
     finally:
         child.kill()
         child.wait()
