@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from domains.services import sending_pause, sending_resume
 from messaging.models import EventType, Message, Status, Suppression, SuppressionReason
-from messaging.outbound.dispatch import dispatch_batch, dispatch_claim, dispatch_sweep, send_batch
 from messaging.outbound import leases
+from messaging.outbound.dispatch import dispatch_batch, dispatch_claim, dispatch_sweep, send_batch
 from messaging.outbound.leases import LEASE_CHECK_SECONDS, BatchLease
 from messaging.outbound.outcomes import retry_delay
 from messaging.suppressions import suppression_add
