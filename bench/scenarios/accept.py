@@ -226,45 +226,27 @@ def _throughput_ratio(
     return Ratio(name, value, f">= {goal}", value >= goal, issue_goal)
 
 
-def section(
-    run: AcceptRun, args: argparse.Namespace, *, title: str, summary: str, plot: str, ctx: Context, goals: bool = True
-) -> Section:
-    """The scenario's results; `goals`: with issue 32's goals, which are set for the production stack."""
-    result = Section(
-        title=title,
-        summary=summary,
-        header=["endpoint", "body", "requests/s", "p50", "p99", "server CPU / request (ms)", "requests/s per core"]
-        + ["errors"],
-    )
+def _ratios(run: AcceptRun, *, goals: bool) -> list[Ratio]:
+    """Throughput against the references (with issue 32's goals when `goals`), p99 at half the peak, and the
+    stack's own layers against each other."""
     send = run.results[SEND]
-    for body_name in send:
-        for name in TARGETS:
-            result.rows.append([name, body_name, *_cells(run.results[name][body_name])])
-    result.rows.append(
-        [
-            f"POST /v1/send, open loop at {run.half_peak_rate:.0f}/s (half the peak)",
-            ONE_RECIPIENT,
-            *_cells(run.half_peak),
-        ]
-    )
     references = (
         (R1, "R1 (durable reference)", GOAL_R1, Issue32Goal.SEND_R1),
         (R0, "R0 (bare reference)", GOAL_R0, Issue32Goal.SEND_R0),
     )
-    for reference, label, goal, issue_goal in references:
-        for body_name in send:
-            has_goal = goals and body_name == ONE_RECIPIENT
-            result.ratios.append(
-                _throughput_ratio(
-                    f"single send / {label} throughput, {body_name}",
-                    send[body_name],
-                    run.results[reference][body_name],
-                    goal if has_goal else None,
-                    issue_goal,
-                )
-            )
+    ratios = [
+        _throughput_ratio(
+            f"single send / {label} throughput, {body_name}",
+            send[body_name],
+            run.results[reference][body_name],
+            goal if goals and body_name == ONE_RECIPIENT else None,
+            issue_goal,
+        )
+        for reference, label, goal, issue_goal in references
+        for body_name in send
+    ]
     p99 = run.half_peak.percentile_ms(99)
-    result.ratios.append(
+    ratios.append(
         Ratio(
             f"p99 of single send at half its peak / {GOAL_P99_MS} ms",
             p99 / GOAL_P99_MS,
@@ -274,7 +256,8 @@ def section(
         )
     )
     one = {name: run.results[name][ONE_RECIPIENT] for name in TARGETS}
-    result.ratios += [
+    return [
+        *ratios,
         _throughput_ratio("single send / bare view on the product's stack, 1 recipient", one[SEND], one[BARE], None),
         _throughput_ratio(
             "single send / authenticated view on the product's stack, 1 recipient", one[SEND], one[AUTHENTICATED], None
@@ -285,11 +268,14 @@ def section(
             one[SEND].per_core / max(one[R0].per_core, 1e-9),
         ),
     ]
+
+
+def _notes(run: AcceptRun, args: argparse.Namespace, *, goals: bool) -> list[str]:
+    """How the loads were run, where the CPU went, and whether the load generators kept up."""
     closed = [load for name in TARGETS for load in run.results[name].values()]
-    result.failed_requests = sum(load.errors for load in [*closed, run.half_peak])
     wrk_cpu_ms = sum(load.client_cpu_seconds for load in closed) * 1000 / max(sum(load.ok for load in closed), 1)
     busiest = max(cpu for load in closed for cpu in load.client_cpu)
-    result.notes += [
+    return [
         f"Each closed-loop measurement ran {args.seconds} s at concurrency {args.concurrency} in each of "
         f"{args.rounds} rounds alternating between R0 and R1 (one server: bench/reference on gunicorn sync "
         f"workers), the two views on the product's stack (one server) and the product's server, driven by wrk "
@@ -304,7 +290,7 @@ def section(
         *(
             run.budgets[name].note(what=f"{name}, one recipient", unit="request", count=count)
             for name in (SEND, R1, R0)
-            if (count := one[name].ok) > 0
+            if (count := run.results[name][ONE_RECIPIENT].ok) > 0
         ),
         *(_goal_note(run) if goals else []),
         f"wrk used {wrk_cpu_ms:.3f} ms of CPU per request over the closed loops, its busiest run {busiest:.0%} of "
@@ -319,6 +305,32 @@ def section(
             hint="; rerun with --clients 2 to check.",
         ),
     ]
+
+
+def section(
+    run: AcceptRun, args: argparse.Namespace, *, title: str, summary: str, plot: str, ctx: Context, goals: bool = True
+) -> Section:
+    """The scenario's results; `goals`: with issue 32's goals, which are set for the production stack."""
+    result = Section(
+        title=title,
+        summary=summary,
+        header=["endpoint", "body", "requests/s", "p50", "p99", "server CPU / request (ms)", "requests/s per core"]
+        + ["errors"],
+    )
+    for body_name in run.results[SEND]:
+        for name in TARGETS:
+            result.rows.append([name, body_name, *_cells(run.results[name][body_name])])
+    result.rows.append(
+        [
+            f"POST /v1/send, open loop at {run.half_peak_rate:.0f}/s (half the peak)",
+            ONE_RECIPIENT,
+            *_cells(run.half_peak),
+        ]
+    )
+    result.ratios += _ratios(run, goals=goals)
+    closed = [load for name in TARGETS for load in run.results[name].values()]
+    result.failed_requests = sum(load.errors for load in [*closed, run.half_peak])
+    result.notes += _notes(run, args, goals=goals)
     result.plots.append(plots.accept(ctx.output / plot, run.results, title=title))
     if args.profile_seconds > 0:
         result.details.append(excerpt(run.profile, what="POST /v1/send's gunicorn workers, one recipient"))
