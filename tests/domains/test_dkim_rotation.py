@@ -63,6 +63,44 @@ def selector_of(data: bytes) -> str:
     return re.search(r"DKIM-Signature:.*?\bs=([^;]+);", header, re.S).group(1)
 
 
+def _rotate_while_unpublished(domain, capsys) -> DkimKey:
+    """`rotate_dkim` makes a pending key and prints its record; a check that does not find it keeps the old key."""
+    call_command("rotate_dkim", UNICODE_NAME)
+
+    new = domain.dkim_keys.get(state=DkimKeyState.PENDING)
+    out = capsys.readouterr().out
+    assert f"selector {new.selector} (pending)" in out
+    assert f"{new.selector}._domainkey.{A_LABEL_NAME} TXT v=DKIM1; k=rsa; p={new.public_key}" in out
+    assert new.selector != FIRST_DKIM_SELECTOR
+
+    call_command("check_domain", UNICODE_NAME)
+    assert "missing" in capsys.readouterr().out
+    return new
+
+
+def _check_switches(domain, new: DkimKey, old: DkimKey, capsys) -> None:
+    """Once the record is found, the check makes the new key active and the old one retiring for 7 days."""
+    call_command("check_domain", UNICODE_NAME)
+
+    assert f"signing now uses selector {new.selector}" in capsys.readouterr().out
+    new.refresh_from_db()
+    old.refresh_from_db()
+    assert (new.state, old.state, new.forced_by) == (DkimKeyState.ACTIVE, DkimKeyState.RETIRING, "")
+    assert new.verified_at is not None
+    assert abs(old.retire_after - (timezone.now() + timedelta(days=7))) < timedelta(minutes=1)
+
+
+def _retire(domain, new: DkimKey, old: DkimKey) -> None:
+    """The old key goes at the end of its grace period, not a minute before; its record leaves the list."""
+    assert dkim_retire_expired(now=old.retire_after - timedelta(minutes=1)) == 0
+    assert dkim_retire_expired(now=old.retire_after) == 1
+
+    assert list(domain.dkim_keys.values_list("selector", flat=True)) == [new.selector]
+    assert [record.name for record in dns_records(domain=domain) if "_domainkey" in record.name] == [
+        f"{new.selector}._domainkey.{A_LABEL_NAME}"
+    ]
+
+
 def test_rotation_end_to_end_switches_only_once_the_record_is_found_and_retires_the_old_key(
     dns, outbox, django_capture_on_commit_callbacks, capsys
 ):
@@ -72,47 +110,26 @@ def test_rotation_end_to_end_switches_only_once_the_record_is_found_and_retires_
     old = domain.dkim_keys.get()
     publish(zone, domain, old)
 
-    call_command("rotate_dkim", UNICODE_NAME)
-
-    new = domain.dkim_keys.get(state=DkimKeyState.PENDING)
-    out = capsys.readouterr().out
-    assert f"selector {new.selector} (pending)" in out
-    assert f"{new.selector}._domainkey.{A_LABEL_NAME} TXT v=DKIM1; k=rsa; p={new.public_key}" in out
-    assert new.selector != FIRST_DKIM_SELECTOR
-
-    # Its record is not published yet: the check leaves signing on the old key.
-    call_command("check_domain", UNICODE_NAME)
-    assert "missing" in capsys.readouterr().out
+    new = _rotate_while_unpublished(domain, capsys)
     before = send(domain, outbox, django_capture_on_commit_callbacks, "before the switch")
     assert selector_of(before) == FIRST_DKIM_SELECTOR
     assert domain.dkim_keys.get(state=DkimKeyState.ACTIVE) == old
 
     publish(zone, domain, new)
-    call_command("check_domain", UNICODE_NAME)
-
-    assert f"signing now uses selector {new.selector}" in capsys.readouterr().out
-    new.refresh_from_db()
-    old.refresh_from_db()
-    assert new.state == DkimKeyState.ACTIVE and new.verified_at is not None and not new.forced_by
-    assert old.state == DkimKeyState.RETIRING
-    assert abs(old.retire_after - (timezone.now() + timedelta(days=7))) < timedelta(minutes=1)
+    _check_switches(domain, new, old, capsys)
     after = send(domain, outbox, django_capture_on_commit_callbacks, "after the switch")
     assert selector_of(after) == new.selector
 
     # During the grace period both records are published: mail signed before and after verifies.
-    assert dkim.verify(before, dnsfunc=dnsfunc) and dkim.verify(after, dnsfunc=dnsfunc)
+    assert dkim.verify(before, dnsfunc=dnsfunc)
+    assert dkim.verify(after, dnsfunc=dnsfunc)
     retiring = next(record for record in dns_records(domain=domain) if record.name.startswith("mail."))
     assert retiring.note == f"retiring: keep published until {old.retire_after:%Y-%m-%d %H:%M} UTC"
 
-    assert dkim_retire_expired(now=old.retire_after - timedelta(minutes=1)) == 0
-    assert dkim_retire_expired(now=old.retire_after) == 1
-
-    assert list(domain.dkim_keys.values_list("selector", flat=True)) == [new.selector]
-    assert [record.name for record in dns_records(domain=domain) if "_domainkey" in record.name] == [
-        f"{new.selector}._domainkey.{A_LABEL_NAME}"
-    ]
+    _retire(domain, new, old)
     later = send(domain, outbox, django_capture_on_commit_callbacks, "after the grace period")
-    assert selector_of(later) == new.selector and dkim.verify(later, dnsfunc=dnsfunc)
+    assert selector_of(later) == new.selector
+    assert dkim.verify(later, dnsfunc=dnsfunc)
 
 
 def test_a_message_signed_with_a_key_whose_record_is_missing_would_not_verify(
