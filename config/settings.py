@@ -278,6 +278,12 @@ MAILSERVICE_INBOUND_PARSE_SECONDS = env_float("MAILSERVICE_INBOUND_PARSE_SECONDS
 # a report's attachment may expand to (gzip or zip); decompression stops there and the mail is kept
 # as received mail with the reason.
 MAILSERVICE_REPORT_MAX_BYTES = env_int("MAILSERVICE_REPORT_MAX_BYTES", 20 * 1024 * 1024)
+# The most records a DMARC report may hold; reading stops at the first past it and the mail is kept
+# with the reason. Reporters write one record per source address and result set: the largest real
+# report we have (parsedmarc's sample from a large reporter, 2,286 records) fits eight times over.
+MAILSERVICE_REPORT_MAX_RECORDS = env_int("MAILSERVICE_REPORT_MAX_RECORDS", 20_000)
+if MAILSERVICE_REPORT_MAX_RECORDS < 1:
+    raise ImproperlyConfigured(f"MAILSERVICE_REPORT_MAX_RECORDS must be at least 1, got {MAILSERVICE_REPORT_MAX_RECORDS}")
 # Accept bounces to the unsigned VERP form `bounces+<id>@` (messages of the last 7 days only).
 MAILSERVICE_VERP_ACCEPT_UNSIGNED = env_bool("MAILSERVICE_VERP_ACCEPT_UNSIGNED", True)
 # STARTTLS on the inbound server (and the submission server): PEM certificate chain and key.

@@ -336,7 +336,7 @@ HOSTILE = {
         DMARC_TO,
         f"report is larger than {REPORT_MAX_BYTES} bytes",
     ),
-    "not-a-report": (lambda: b"<html><body>hello</body></html>", "text/xml", DMARC_TO, "root element <html>"),
+    "not-a-report": (lambda: b"<html><body>hello</body></html>", "text/xml", DMARC_TO, "no <feedback> element"),
 }
 
 

@@ -143,7 +143,7 @@ class AggregateRead:
 
 
 def _dmarc_read(document: bytes, subject: str) -> AggregateRead:
-    report = dmarc_parse(document)
+    report = dmarc_parse(document, max_records=settings.MAILSERVICE_REPORT_MAX_RECORDS)
     domain = Domain.objects.filter(name=report.domain).first()
     if domain is None:
         raise ReportRefused(f"DMARC report about {report.domain}, a domain this service does not know")
