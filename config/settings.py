@@ -282,8 +282,14 @@ MAILSERVICE_REPORT_MAX_BYTES = env_int("MAILSERVICE_REPORT_MAX_BYTES", 20 * 1024
 # with the reason. Reporters write one record per source address and result set: the largest real
 # report we have (parsedmarc's sample from a large reporter, 2,286 records) fits eight times over.
 MAILSERVICE_REPORT_MAX_RECORDS = env_int("MAILSERVICE_REPORT_MAX_RECORDS", 20_000)
-if MAILSERVICE_REPORT_MAX_RECORDS < 1:
-    raise ImproperlyConfigured(f"MAILSERVICE_REPORT_MAX_RECORDS must be at least 1, got {MAILSERVICE_REPORT_MAX_RECORDS}")
+# The records a domain's DMARC reports may add in a UTC day; a report past it is kept as received mail
+# with the reason. Ten of the largest reports a day: no outsider can turn mail into unbounded rows.
+MAILSERVICE_REPORT_DAILY_ROWS = env_int("MAILSERVICE_REPORT_DAILY_ROWS", 200_000)
+# A report whose period begins more than this many days ago (or ends more than a day ahead) is refused.
+MAILSERVICE_REPORT_MAX_AGE_DAYS = env_int("MAILSERVICE_REPORT_MAX_AGE_DAYS", 60)
+for _name in ("MAILSERVICE_REPORT_MAX_RECORDS", "MAILSERVICE_REPORT_DAILY_ROWS", "MAILSERVICE_REPORT_MAX_AGE_DAYS"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1, got {globals()[_name]}")
 # Accept bounces to the unsigned VERP form `bounces+<id>@` (messages of the last 7 days only).
 MAILSERVICE_VERP_ACCEPT_UNSIGNED = env_bool("MAILSERVICE_VERP_ACCEPT_UNSIGNED", True)
 # STARTTLS on the inbound server (and the submission server): PEM certificate chain and key.
@@ -461,6 +467,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "messaging.dispatch_sweep",
         "schedule": MAILSERVICE_DISPATCH_SWEEP_INTERVAL,
         "options": {"expires": MAILSERVICE_DISPATCH_SWEEP_INTERVAL},
+    },
+    # Report mails whose read task was lost (messaging/inbound/aggregate/tasks.py).
+    "aggregate-reports-sweep": {
+        "task": "messaging.aggregate_reports_sweep",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
     },
     # Deletes DKIM keys whose retirement grace period is over (manage.py retire_dkim_keys by hand).
     "dkim-retire": {"task": "domains.dkim_retire", "schedule": 3600.0, "options": {"expires": 3600.0}},
