@@ -431,8 +431,9 @@ def tls_summary(*, domain: Domain, days: int = SUMMARY_DAYS) -> TlsSummary:
 
 @dataclass(frozen=True)
 class ReportGauges:
-    """Per domain name, over reports whose period ended in the last day: the DMARC pass rate (domains
-    with reported messages only) and the TLS reports' failed sessions (domains with TLS reports only)."""
+    """Per domain name, over reports whose period ended in the last day: the DMARC pass rate of the
+    authenticated reports (domains with reported messages only) and the TLS reports' failed sessions
+    (domains with TLS reports only)."""
 
     dmarc_pass_rate: dict[str, float]
     tls_failed_sessions: dict[str, int]
@@ -442,7 +443,7 @@ def report_gauges() -> ReportGauges:
     """Two grouped queries, each on a domain-and-end index (dmarc_report_domain_end_idx, tls_report_domain_end_idx)."""
     since = _window_start(1)
     dmarc = (
-        DmarcRecord.objects.filter(report__end__gte=since)
+        DmarcRecord.objects.filter(report__end__gte=since, report__authenticated=True)
         .values("report__domain__name")
         .annotate(messages=Sum("count"), dmarc_pass=Coalesce(Sum("count", filter=_DMARC_PASS), 0))
     )
