@@ -200,8 +200,8 @@ class _Envelope:
     helo: str
 
 
-def _dmarc_read(document: bytes, subject: str, envelope: _Envelope) -> AggregateRead:
-    report = dmarc_parse(document, max_records=settings.MAILSERVICE_REPORT_MAX_RECORDS)
+def _dmarc_read(document: bytes, subject: str, envelope: _Envelope, deadline: float) -> AggregateRead:
+    report = dmarc_parse(document, max_records=settings.MAILSERVICE_REPORT_MAX_RECORDS, deadline=deadline)
     _period_checked(report.begin, report.end)
     domain = Domain.objects.filter(name=report.domain).first()
     if domain is None:
@@ -225,7 +225,7 @@ def _dmarc_read(document: bytes, subject: str, envelope: _Envelope) -> Aggregate
     )
 
 
-def _tls_read(document: bytes, subject: str, envelope: _Envelope) -> AggregateRead:
+def _tls_read(document: bytes, subject: str, envelope: _Envelope, deadline: float) -> AggregateRead:
     report = tlsrpt_parse(document)
     _period_checked(report.begin, report.end)
     domains = tuple(Domain.objects.filter(name__in=report.domains).order_by("name"))
@@ -234,7 +234,7 @@ def _tls_read(document: bytes, subject: str, envelope: _Envelope) -> AggregateRe
     return AggregateRead(AggregateKind.TLS, subject, tls=report, domains=domains)
 
 
-_READ: dict[str, Callable[[bytes, str, _Envelope], AggregateRead]] = {
+_READ: dict[str, Callable[[bytes, str, _Envelope, float], AggregateRead]] = {
     AggregateKind.DMARC: _dmarc_read,
     AggregateKind.TLS: _tls_read,
 }
@@ -250,7 +250,7 @@ def aggregate_read(*, mail: ReportMail) -> AggregateRead:
     subject = ""
     try:
         document, subject = _document(raw, deadline)
-        return _READ[mail.kind](document, subject, envelope)
+        return _READ[mail.kind](document, subject, envelope, deadline)
     except ReportRefused as exc:
         return AggregateRead(AggregateKind(mail.kind), subject, reason=str(exc))
 
