@@ -395,7 +395,8 @@ class TlsSummary:
     """A domain's SMTP TLS reports whose period ended within the window; sessions as their summaries state."""
 
     domain: str
-    reports: int
+    reports: int  # counted in the figures below
+    unauthenticated_reports: int  # in the window, whether counted or not
     successful_sessions: int
     failed_sessions: int
     failures: list[tuple[str, int]]  # (result type, sessions), most first
@@ -404,15 +405,18 @@ class TlsSummary:
         return {
             "domain": self.domain,
             "reports": self.reports,
+            "unauthenticated_reports": self.unauthenticated_reports,
             "successful_sessions": self.successful_sessions,
             "failed_sessions": self.failed_sessions,
             "failures": [{"result_type": kind, "sessions": sessions} for kind, sessions in self.failures],
         }
 
 
-def tls_summary(*, domain: Domain, days: int = SUMMARY_DAYS) -> TlsSummary:
-    """Reports whose date range ends within the last `days` days (tls_report_domain_end_idx)."""
-    reports = TlsReport.objects.filter(domain=domain, end__gte=_window_start(days))
+def tls_summary(*, domain: Domain, days: int = SUMMARY_DAYS, include_unauthenticated: bool = False) -> TlsSummary:
+    """Reports whose date range ends within the last `days` days (tls_report_domain_end_idx), the
+    authenticated ones only unless `include_unauthenticated`."""
+    in_window = TlsReport.objects.filter(domain=domain, end__gte=_window_start(days))
+    reports = in_window if include_unauthenticated else in_window.filter(authenticated=True)
     totals = reports.aggregate(
         reports=Count("id"),
         successful_sessions=Coalesce(Sum("successful_sessions"), 0),
@@ -425,7 +429,10 @@ def tls_summary(*, domain: Domain, days: int = SUMMARY_DAYS) -> TlsSummary:
         .order_by("-sessions", "result_type")
     )
     return TlsSummary(
-        domain=domain.name, failures=[(row["result_type"], row["sessions"]) for row in failures], **totals
+        domain=domain.name,
+        unauthenticated_reports=in_window.filter(authenticated=False).count(),
+        failures=[(row["result_type"], row["sessions"]) for row in failures],
+        **totals,
     )
 
 
@@ -447,7 +454,11 @@ def report_gauges() -> ReportGauges:
         .values("report__domain__name")
         .annotate(messages=Sum("count"), dmarc_pass=Coalesce(Sum("count", filter=_DMARC_PASS), 0))
     )
-    tls = TlsReport.objects.filter(end__gte=since).values("domain__name").annotate(failed=Sum("failed_sessions"))
+    tls = (
+        TlsReport.objects.filter(end__gte=since, authenticated=True)
+        .values("domain__name")
+        .annotate(failed=Sum("failed_sessions"))
+    )
     return ReportGauges(
         dmarc_pass_rate={
             row["report__domain__name"]: row["dmarc_pass"] / row["messages"] for row in dmarc if row["messages"]

@@ -129,7 +129,7 @@ def _reports_context(domain: Domain, request: HttpRequest) -> dict[str, Any]:
             "tls": f"mailto:{TLS_REPORT_MAILBOX}@{return_path}" if return_path else "",
         },
         "dmarc_summary": summary,
-        "dmarc_include_unauthenticated": include_unauthenticated,
+        "reports_include_unauthenticated": include_unauthenticated,
         "dmarc_failing": failing.get_page(request.GET.get("failing_page")),
         "dmarc_volume_chart": line_chart(
             title="DMARC-reported messages per day", labels=labels, series=volume, colors=REPORT_COLORS
@@ -137,7 +137,7 @@ def _reports_context(domain: Domain, request: HttpRequest) -> dict[str, Any]:
         "dmarc_rate_chart": line_chart(
             title="DMARC pass rate per day (%)", labels=labels, series=rate, colors=REPORT_COLORS
         ),
-        "tls_summary": tls_summary(domain=domain),
+        "tls_summary": tls_summary(domain=domain, include_unauthenticated=include_unauthenticated),
     }
 
 

@@ -123,6 +123,10 @@ class TlsReport(models.Model):
     end = models.DateTimeField()
     successful_sessions = models.PositiveBigIntegerField()
     failed_sessions = models.PositiveBigIntegerField()
+    authenticated = models.BooleanField(
+        default=False,
+        help_text="Its mail was DKIM- or SPF-aligned with its contact-info's domain; summaries count these by default",
+    )
     # The mail goes with retention (messaging.retention.report_data_purge); the report stays.
     mail = models.ForeignKey(
         ReportMail, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The mail it came in"

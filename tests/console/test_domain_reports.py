@@ -64,13 +64,14 @@ def test_the_domain_page_shows_what_to_publish_the_charts_and_the_failing_source
         end=timezone.now() - timedelta(days=1),
         successful_sessions=40,
         failed_sessions=2,
+        authenticated=True,
         mail=_mail(AggregateKind.TLS),
     )
     html = operator.get(reverse("admin:domains_domain_change", args=[domain.pk])).content.decode()
     assert "rua=mailto:dmarc-reports@bounces.acme.example.com" in html
     assert "rua=mailto:tls-reports@bounces.acme.example.com" in html
     assert "1 authenticated DMARC reports: 100 messages,\n    90 passed DMARC" in html
-    assert "40 successful sessions, 2 failed" in html
+    assert "1 authenticated TLS reports (0 unauthenticated): 40 successful sessions, 2 failed" in html
     assert 'aria-label="DMARC pass rate per day (%)"' in html and "pass rate %: 90" in html
     assert 'data-source="8.8.4.4"' in html and 'data-source="203.0.113.25"' not in html
     assert "192.0.2.9" not in html

@@ -2,7 +2,7 @@
 by dmarc_summary and tls_summary; hostile reports are refused or bounded and the server keeps serving.
 The server keeps each report mail and answers 250; a Celery worker reads it (messaging/inbound/aggregate/tasks.py),
 so each test waits for the mails it sent to be read. The reporters' mails here are not DKIM-signed, so
-their reports are unauthenticated and the summaries are asked for with --include-unauthenticated."""
+their reports are unauthenticated and both summaries are asked for with --include-unauthenticated."""
 
 import functools
 import gzip
@@ -125,8 +125,7 @@ def send_fixture(port: int, name: str, container: str) -> None:
 
 def summary(command: str, days: int) -> dict:
     out = io.StringIO()
-    unauthenticated = ["--include-unauthenticated"] if command == "dmarc_summary" else []
-    call_command(command, DOMAIN, "--days", str(days), *unauthenticated, "--json", stdout=out)
+    call_command(command, DOMAIN, "--days", str(days), "--include-unauthenticated", "--json", stdout=out)
     return json.loads(out.getvalue())
 
 
@@ -187,6 +186,7 @@ def expected_tls(names: list[str]) -> dict:
     return {
         "domain": DOMAIN,
         "reports": len(names),
+        "unauthenticated_reports": len(names),
         "successful_sessions": successful,
         "failed_sessions": failed,
         "failures": [{"result_type": kind, "sessions": sessions} for kind, sessions in ordered],

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from django.core.management import call_command
 
 from messaging.inbound.aggregate.services import aggregate_process, aggregate_receive
-from messaging.models import AggregateKind, DmarcReport, ReportMail, ReportMailOutcome
+from messaging.models import AggregateKind, DmarcReport, ReportMail, ReportMailOutcome, TlsReport
 from tests.dns_server import Zone, dns_server
 from tests.factories import DomainFactory
 from tests.inbound.mail import wire_bytes
@@ -179,3 +179,43 @@ def test_summaries_count_authenticated_reports_unless_asked_for_all(zone, domain
     assert (counted["reports"], counted["unauthenticated_reports"], counted["messages"]) == (1, 1, 6)
     everything = summary("--include-unauthenticated")
     assert (everything["reports"], everything["unauthenticated_reports"], everything["messages"]) == (2, 1, 16)
+
+
+def tls_report_json(*, report_id: str) -> bytes:
+    end = datetime.now(UTC) - timedelta(hours=2)
+    return json.dumps(
+        {
+            "organization-name": "Reporter",
+            "date-range": {"start-datetime": (end - timedelta(days=1)).isoformat(), "end-datetime": end.isoformat()},
+            "contact-info": f"tlsrpt@{REPORTER}",
+            "report-id": report_id,
+            "policies": [
+                {
+                    "policy": {"policy-type": "sts", "policy-domain": DOMAIN},
+                    "summary": {"total-successful-session-count": 10, "total-failure-session-count": 1},
+                }
+            ],
+        }
+    ).encode()
+
+
+def test_a_tls_report_is_authenticated_by_its_contact_info_domain(zone, domain):
+    for report_id, signed_by in [("real", REPORTER), ("forged", "")]:
+        mail = MIMEMultipart()
+        mail["From"], mail["To"], mail["Subject"] = f"tlsrpt@{REPORTER}", "tls-reports@bounces.example", "Report"
+        mail.attach(MIMEApplication(tls_report_json(report_id=report_id), "tlsrpt+json", name="report.json"))
+        raw = wire_bytes(mail)
+        if signed_by:
+            pem = KEY.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+            raw = dkim.sign(raw, b"sel", signed_by.encode(), pem, include_headers=[b"from", b"subject"]) + raw
+        received = aggregate_receive(
+            kind=AggregateKind.TLS, envelope_from="forger@elsewhere.example", peer_ip="198.51.100.9", helo="x", raw=raw
+        )
+        assert aggregate_process(mail_id=received.pk).outcome == ReportMailOutcome.STORED
+    assert dict(TlsReport.objects.values_list("report_id", "authenticated")) == {"real": True, "forged": False}
+    out = io.StringIO()
+    call_command("tls_summary", DOMAIN, "--json", stdout=out)
+    counted = json.loads(out.getvalue())
+    assert (counted["reports"], counted["unauthenticated_reports"], counted["successful_sessions"]) == (1, 1, 10)

@@ -170,6 +170,7 @@ def test_the_last_days_dmarc_pass_rate_and_tls_failures_are_gauges_per_domain(to
         end=now,
         successful_sessions=50,
         failed_sessions=4,
+        authenticated=True,
         mail=mail(),
     )
 

@@ -136,7 +136,7 @@ def _store_dmarc(report: DmarcAggregate, read: "AggregateRead", mail: ReportMail
     return True
 
 
-def _store_tls(report: TlsAggregate, mail: ReportMail, domains: list[Domain]) -> bool:
+def _store_tls(report: TlsAggregate, read: "AggregateRead", mail: ReportMail, domains: list[Domain]) -> bool:
     """False when this reporter's report was already stored for every domain it covers."""
     new = False
     for domain in domains:
@@ -151,6 +151,7 @@ def _store_tls(report: TlsAggregate, mail: ReportMail, domains: list[Domain]) ->
                     end=report.end,
                     successful_sessions=counts.successful,
                     failed_sessions=counts.failed,
+                    authenticated=read.authenticated,
                     mail=mail,
                 )
         except IntegrityError:
@@ -231,7 +232,14 @@ def _tls_read(document: bytes, subject: str, envelope: _Envelope, deadline: floa
     domains = tuple(Domain.objects.filter(name__in=report.domains).order_by("name"))
     if not domains:
         raise ReportRefused(f"TLS report about {', '.join(sorted(report.domains))[:200]}: no domain this service knows")
-    return AggregateRead(AggregateKind.TLS, subject, tls=report, domains=domains)
+    authenticated = report_authenticated(
+        raw=envelope.raw,
+        reporter_domain=report.contact_domain,
+        peer_ip=envelope.peer_ip,
+        envelope_from=envelope.envelope_from,
+        helo=envelope.helo,
+    )
+    return AggregateRead(AggregateKind.TLS, subject, tls=report, domains=domains, authenticated=authenticated)
 
 
 _READ: dict[str, Callable[[bytes, str, _Envelope, float], AggregateRead]] = {
@@ -282,7 +290,7 @@ def _store(read: AggregateRead, mail: ReportMail) -> None:
             if read.dmarc is not None:
                 new = _store_dmarc(read.dmarc, read, mail, read.domains[0])
             elif read.tls is not None:
-                new = _store_tls(read.tls, mail, list(read.domains))
+                new = _store_tls(read.tls, read, mail, list(read.domains))
     except OverBudget as exc:
         mail.outcome, mail.reason = ReportMailOutcome.REFUSED, str(exc)
     if not new:
