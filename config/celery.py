@@ -16,6 +16,8 @@ app = Celery("mailservice")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 app.autodiscover_tasks(["messaging.outbound"])  # dispatch's tasks live with outbound (messaging/outbound/tasks.py)
+# Report mails are read off the SMTP session by tasks of their own (messaging/inbound/aggregate/tasks.py).
+app.autodiscover_tasks(["messaging.inbound.aggregate"])
 
 
 @task_prerun.connect

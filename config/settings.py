@@ -288,6 +288,18 @@ MAILSERVICE_INBOUND_PARSE_SECONDS = env_float("MAILSERVICE_INBOUND_PARSE_SECONDS
 # a report's attachment may expand to (gzip or zip); decompression stops there and the mail is kept
 # as received mail with the reason.
 MAILSERVICE_REPORT_MAX_BYTES = env_int("MAILSERVICE_REPORT_MAX_BYTES", 20 * 1024 * 1024)
+# The most records a DMARC report may hold; reading stops at the first past it and the mail is kept
+# with the reason. Reporters write one record per source address and result set: the largest real
+# report we have (parsedmarc's sample from a large reporter, 2,286 records) fits eight times over.
+MAILSERVICE_REPORT_MAX_RECORDS = env_int("MAILSERVICE_REPORT_MAX_RECORDS", 20_000)
+# The records a domain's DMARC reports may add in a UTC day; a report past it is kept as received mail
+# with the reason. Ten of the largest reports a day: no outsider can turn mail into unbounded rows.
+MAILSERVICE_REPORT_DAILY_ROWS = env_int("MAILSERVICE_REPORT_DAILY_ROWS", 200_000)
+# A report whose period begins more than this many days ago (or ends more than a day ahead) is refused.
+MAILSERVICE_REPORT_MAX_AGE_DAYS = env_int("MAILSERVICE_REPORT_MAX_AGE_DAYS", 60)
+for _name in ("MAILSERVICE_REPORT_MAX_RECORDS", "MAILSERVICE_REPORT_DAILY_ROWS", "MAILSERVICE_REPORT_MAX_AGE_DAYS"):
+    if globals()[_name] < 1:
+        raise ImproperlyConfigured(f"{_name} must be at least 1, got {globals()[_name]}")
 # Accept bounces to the unsigned VERP form `bounces+<id>@` (messages of the last 7 days only).
 MAILSERVICE_VERP_ACCEPT_UNSIGNED = env_bool("MAILSERVICE_VERP_ACCEPT_UNSIGNED", True)
 # TLS of the SMTP servers (STARTTLS on the inbound and submission servers, or implicit TLS with
@@ -461,6 +473,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "messaging.dispatch_sweep",
         "schedule": MAILSERVICE_DISPATCH_SWEEP_INTERVAL,
         "options": {"expires": MAILSERVICE_DISPATCH_SWEEP_INTERVAL},
+    },
+    # Report mails whose read task was lost (messaging/inbound/aggregate/tasks.py).
+    "aggregate-reports-sweep": {
+        "task": "messaging.aggregate_reports_sweep",
+        "schedule": 60.0,
+        "options": {"expires": 60.0},
     },
     # Deletes DKIM keys whose retirement grace period is over (manage.py retire_dkim_keys by hand).
     "dkim-retire": {"task": "domains.dkim_retire", "schedule": 3600.0, "options": {"expires": 3600.0}},

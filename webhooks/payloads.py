@@ -164,6 +164,7 @@ def dmarc_report_payload(*, report: DmarcReport, records: list[DmarcRecord], eve
         "domain": report.domain.name,
         "org_name": report.org_name,
         "report_id": report.report_id,
+        "authenticated": report.authenticated,
         "begin": _iso(report.begin),
         "end": _iso(report.end),
         "messages": sum(record.count for record in records),

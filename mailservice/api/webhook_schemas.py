@@ -89,6 +89,9 @@ class DmarcReportData(serializers.Serializer):
     domain = serializers.CharField()
     org_name = serializers.CharField(help_text="The reporter, as it names itself")
     report_id = serializers.CharField()
+    authenticated = serializers.BooleanField(
+        help_text="Its mail was DKIM- or SPF-aligned with the reporter's domain; anyone can mail a report that is not"
+    )
     begin = serializers.DateTimeField()
     end = serializers.DateTimeField()
     messages = serializers.IntegerField()

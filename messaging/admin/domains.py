@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -38,9 +39,12 @@ from messaging.selectors import (
     SUMMARY_DAYS,
     delivery_rates,
     dmarc_daily,
+    dmarc_failing_sources,
     dmarc_summary,
     tls_summary,
 )
+
+FAILING_SOURCES_PAGE = 50  # rows of the failing sources' table per page: a forged report's 50,000 stay off the page
 
 
 def _percent(value: float | None) -> str:
@@ -99,11 +103,14 @@ class DomainWithRatesChangeList(DomainChangeList):
             domain.delivery_rates = rates[domain.pk]
 
 
-def _reports_context(domain: Domain) -> dict[str, Any]:
+def _reports_context(domain: Domain, request: HttpRequest) -> dict[str, Any]:
     """The domain page's DMARC and TLS reports: the `rua` to publish, the last 30 days' volume and
-    pass rate per day, and the sources that fail DMARC with their reverse names."""
+    pass rate per day, and a page of the sources that fail DMARC with their reverse names. Only
+    authenticated reports count unless the page is asked for all (`?reports=all`)."""
+    include_unauthenticated = request.GET.get("reports") == "all"
     return_path = settings.MAILSERVICE_RETURN_PATH_DOMAIN
-    by_day = {day: (messages, passed) for day, messages, passed in dmarc_daily(domain=domain)}
+    daily = dmarc_daily(domain=domain, include_unauthenticated=include_unauthenticated)
+    by_day = {day: (messages, passed) for day, messages, passed in daily}
     last = timezone.now().date()
     days = [last - timedelta(days=back) for back in range(SUMMARY_DAYS - 1, -1, -1)]
     labels = [f"{day:%m-%d}" for day in days]
@@ -112,21 +119,25 @@ def _reports_context(domain: Domain) -> dict[str, Any]:
         "dmarc pass": [by_day.get(day, (0, 0))[1] for day in days],
     }
     rate = {"pass rate %": [round(100 * p / m) if m else 0 for m, p in zip(*volume.values(), strict=True)]}
-    summary = dmarc_summary(domain=domain)
+    summary = dmarc_summary(domain=domain, include_unauthenticated=include_unauthenticated, with_sources=False)
+    failing = Paginator(
+        dmarc_failing_sources(domain=domain, include_unauthenticated=include_unauthenticated), FAILING_SOURCES_PAGE
+    )
     return {
         "report_rua": {
             "dmarc": f"mailto:{REPORT_MAILBOX}@{return_path}" if return_path else "",
             "tls": f"mailto:{TLS_REPORT_MAILBOX}@{return_path}" if return_path else "",
         },
         "dmarc_summary": summary,
-        "dmarc_failing": [source for source in summary.sources if source.dmarc_fail],
+        "reports_include_unauthenticated": include_unauthenticated,
+        "dmarc_failing": failing.get_page(request.GET.get("failing_page")),
         "dmarc_volume_chart": line_chart(
             title="DMARC-reported messages per day", labels=labels, series=volume, colors=REPORT_COLORS
         ),
         "dmarc_rate_chart": line_chart(
             title="DMARC pass rate per day (%)", labels=labels, series=rate, colors=REPORT_COLORS
         ),
-        "tls_summary": tls_summary(domain=domain),
+        "tls_summary": tls_summary(domain=domain, include_unauthenticated=include_unauthenticated),
     }
 
 
@@ -176,7 +187,8 @@ class DomainMailAdmin(DomainAdmin):
     ) -> HttpResponse:
         url = reverse("admin:domains_domain_check_readiness", args=[object_id]) if object_id.isdigit() else ""
         domain = Domain.objects.filter(pk=object_id).first() if object_id.isdigit() else None
-        reports = _reports_context(domain) if domain is not None and self.has_view_permission(request, domain) else {}
+        visible = domain is not None and self.has_view_permission(request, domain)
+        reports = _reports_context(domain, request) if domain is not None and visible else {}
         context = {"check_readiness_url": url, **reports, **(extra_context or {})}
         return super().change_view(request, object_id, form_url, context)
 

@@ -208,7 +208,14 @@ class InboundHandler:
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:  # noqa: N802
         raw = envelope.original_content or b""  # bytes: the server runs with decode_data=False
-        deliver = partial(_deliver, envelope_from=envelope.mail_from or "", recipients=list(envelope.rcpt_tos), raw=raw)
+        deliver = partial(
+            _deliver,
+            envelope_from=envelope.mail_from or "",
+            recipients=list(envelope.rcpt_tos),
+            raw=raw,
+            peer_ip=session.peer[0] if isinstance(session.peer, tuple) else "",
+            helo=session.host_name or "",
+        )
         try:
             refused = await asyncio.get_running_loop().run_in_executor(self.pool, deliver)
         except (UnparsableMessage, DataError) as exc:

@@ -24,6 +24,7 @@ import time
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass
 from email.message import Message as EmailMessage
+from functools import partial
 
 from django.conf import settings
 from django.db import transaction
@@ -34,7 +35,8 @@ from mailservice import metrics
 from mailservice.mailbox import InvalidAddress, comparison_key, parse_address
 from messaging import sql
 from messaging.bounces import bounce_apply
-from messaging.inbound.aggregate.services import aggregate_read, aggregate_store
+from messaging.inbound.aggregate.services import aggregate_receive
+from messaging.inbound.aggregate.tasks import aggregate_report_read_task
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
 from messaging.inbound.reports.reading import LINE_LIMIT
 from messaging.inbound.reports.status_codes import SMTP_REPLY
@@ -360,8 +362,12 @@ def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, repo
         safeguard_check(domain=message.domain)
 
 
-def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) -> list[str]:
+def inbound_deliver(
+    *, envelope_from: str, recipients: list[str], raw: bytes, peer_ip: str = "", helo: str = ""
+) -> list[str]:
     """Everything one accepted SMTP transaction leads to, atomically: all of it is stored, or none.
+    A report mail to `dmarc-reports@` or `tls-reports@` is only kept here; its report is read by a
+    task once this commits (messaging/inbound/aggregate/), with `peer_ip` and `helo` for its SPF check.
 
     The recipients are routed again, by the write that stores their mail: their domains may have
     changed since RCPT. Returns the recipients it was not for, because their domain is no longer verified.
@@ -382,14 +388,13 @@ def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) ->
             verps.setdefault(route.verp, address)
         elif route.aggregate is not None:
             aggregates.add(route.aggregate)
-    # Read before the transaction: parsing and reverse lookups of a report's sources take a while.
-    aggregate_reads = [aggregate_read(kind=kind, raw=raw) for kind in sorted(aggregates)]
     refused: list[str] = []
     # Received mail alone is stored by one atomic statement; reports take several, in a transaction.
-    several = verps or aggregate_reads or return_path_domain() in by_domain
+    several = verps or aggregates or return_path_domain() in by_domain
     with transaction.atomic() if several else nullcontext():
-        for read in aggregate_reads:
-            aggregate_store(read=read, envelope_from=envelope_from, raw=raw)
+        for kind in sorted(aggregates):
+            mail = aggregate_receive(kind=kind, envelope_from=envelope_from, peer_ip=peer_ip, helo=helo, raw=raw)
+            transaction.on_commit(partial(aggregate_report_read_task.delay, mail.pk))
         stored = _store_on_verified_domains(by_domain=by_domain, envelope_from=envelope_from, parsed=parsed, raw=raw)
         for domain_name, addresses in by_domain.items():
             if domain_name in stored:

@@ -12,6 +12,7 @@ class AggregateKind(models.TextChoices):
 
 
 class ReportMailOutcome(models.TextChoices):
+    RECEIVED = "received", "received, waiting to be read (off the SMTP session)"
     STORED = "stored", "stored as a report"
     DUPLICATE = "duplicate", "already stored (the reporter sent it again)"
     REFUSED = "refused", "not stored as a report (see the reason)"
@@ -29,6 +30,8 @@ class ReportMail(models.Model):
         Domain, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The domain it reports on"
     )
     envelope_from = models.CharField(max_length=320, blank=True)
+    peer_ip = models.GenericIPAddressField(null=True, blank=True, help_text="The address that sent it: SPF's input")
+    helo = models.CharField(max_length=255, blank=True, help_text="The name it gave in HELO/EHLO")
     subject = models.CharField(max_length=998, blank=True)
     raw = models.BinaryField(help_text="The message as received")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -55,6 +58,11 @@ class DmarcReport(models.Model):
     begin = models.DateTimeField()
     end = models.DateTimeField(help_text="End of the period; summaries count reports by it")
     policy = models.CharField(max_length=16, blank=True, help_text="The published p= the reporter saw")
+    authenticated = models.BooleanField(
+        default=False,
+        help_text="Its mail was DKIM- or SPF-aligned with the report's email domain; summaries count these by default",
+    )
+    rows = models.PositiveIntegerField(default=0, help_text="Its records: what MAILSERVICE_REPORT_DAILY_ROWS counts")
     # The mail goes with retention (messaging.retention.report_data_purge); the report stays.
     mail = models.ForeignKey(
         ReportMail, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The mail it came in"
@@ -73,6 +81,8 @@ class DmarcReport(models.Model):
         indexes = [
             # dmarc_summary and the console's chart: a domain's reports ending within the last N days.
             models.Index(fields=["domain", "end"], name="dmarc_report_domain_end_idx"),
+            # The daily row budget: the rows a domain's reports stored today (MAILSERVICE_REPORT_DAILY_ROWS).
+            models.Index(fields=["domain", "created_at"], name="dmarc_report_domain_day_idx"),
             # The webhooks' fan-out: reports not yet published, oldest first.
             models.Index(
                 fields=["id"], condition=models.Q(published_at__isnull=True), name="dmarc_report_unpublished_idx"
@@ -113,6 +123,10 @@ class TlsReport(models.Model):
     end = models.DateTimeField()
     successful_sessions = models.PositiveBigIntegerField()
     failed_sessions = models.PositiveBigIntegerField()
+    authenticated = models.BooleanField(
+        default=False,
+        help_text="Its mail was DKIM- or SPF-aligned with its contact-info's domain; summaries count these by default",
+    )
     # The mail goes with retention (messaging.retention.report_data_purge); the report stays.
     mail = models.ForeignKey(
         ReportMail, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The mail it came in"

@@ -144,9 +144,10 @@ def test_the_last_days_dmarc_pass_rate_and_tls_failures_are_gauges_per_domain(to
         return ReportMail.objects.create(kind="dmarc", outcome="stored", raw=b"")
 
     now = timezone.now()
-    for report_id, ended, counts in [
-        ("new", now - timedelta(hours=3), (30, 10)),
-        ("old", now - timedelta(days=2), (5,)),
+    for report_id, ended, counts, authenticated in [
+        ("new", now - timedelta(hours=3), (30, 10), True),
+        ("old", now - timedelta(days=2), (5,), True),
+        ("forged", now - timedelta(hours=3), (0, 1000), False),  # not counted: its mail was not the reporter's
     ]:
         report = DmarcReport.objects.create(
             domain=domain,
@@ -154,6 +155,7 @@ def test_the_last_days_dmarc_pass_rate_and_tls_failures_are_gauges_per_domain(to
             report_id=report_id,
             begin=ended - timedelta(days=1),
             end=ended,
+            authenticated=authenticated,
             mail=mail(),
         )
         for index, count in enumerate(counts):  # the first source passes, the others fail
@@ -168,6 +170,7 @@ def test_the_last_days_dmarc_pass_rate_and_tls_failures_are_gauges_per_domain(to
         end=now,
         successful_sessions=50,
         failed_sessions=4,
+        authenticated=True,
         mail=mail(),
     )
 

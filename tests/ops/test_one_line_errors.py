@@ -113,3 +113,17 @@ def test_a_password_in_a_bad_url_is_not_shown():
 def test_traceback_on_request():
     result = _run([str(BIN / "python"), "manage.py", "check", "--traceback"], EMAIL_URL=BAD_EMAIL_URL)
     assert result.returncode == 1 and "Traceback (most recent call last)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "line"),
+    [
+        ("MAILSERVICE_REPORT_MAX_RECORDS", "0", "MAILSERVICE_REPORT_MAX_RECORDS must be at least 1, got 0"),
+        ("MAILSERVICE_REPORT_DAILY_ROWS", "-5", "MAILSERVICE_REPORT_DAILY_ROWS must be at least 1, got -5"),
+        ("MAILSERVICE_REPORT_MAX_AGE_DAYS", "sixty", "MAILSERVICE_REPORT_MAX_AGE_DAYS must be an integer, got 'sixty'"),
+    ],
+)
+def test_the_report_budgets_are_checked_at_start_up(name, value, line):
+    result = _run([str(BIN / "python"), "manage.py", "check"], **{name: value})
+    assert result.returncode == 1
+    assert _lines(result) == [f"manage.py: ImproperlyConfigured: {line}"], _lines(result)

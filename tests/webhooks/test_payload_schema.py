@@ -83,6 +83,7 @@ def test_a_stored_dmarc_report_is_one_domain_dmarc_report_event_matching_its_sch
         report_id="1186874427",
         begin=ended - timedelta(days=1),
         end=ended,
+        authenticated=True,
         mail=ReportMail.objects.create(kind="dmarc", outcome="stored", raw=b""),
     )
     for source_ip, count, dkim, spf in [("203.0.113.25", 90, True, True), ("8.8.4.4", 7, False, False)]:
@@ -94,7 +95,7 @@ def test_a_stored_dmarc_report_is_one_domain_dmarc_report_event_matching_its_sch
     delivery = WebhookDelivery.objects.get()
     assert (delivery.endpoint_id, delivery.dmarc_report_id) == (wanting.endpoint.pk, report.pk)
     body = json.loads(delivery.payload)
-    assert body["type"] == "domain.dmarc_report"
+    assert (body["type"], body["data"]["authenticated"]) == ("domain.dmarc_report", True)
     assert {key: body["data"][key] for key in ("messages", "dmarc_pass", "dkim_aligned_pass", "spf_aligned_pass")} == {
         "messages": 97,
         "dmarc_pass": 90,

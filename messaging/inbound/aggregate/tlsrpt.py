@@ -30,6 +30,7 @@ class TlsDomainCounts:
 @dataclass(frozen=True)
 class TlsAggregate:
     org_name: str
+    contact_domain: str  # contact-info's domain when it is an email address, canonical; else ''
     report_id: str
     begin: datetime
     end: datetime
@@ -47,6 +48,16 @@ def _string(report: dict[str, Any], name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ReportRefused(f"TLS report has no {name}")
     return value.replace("\x00", "").strip()[:_TEXT_LIMIT]
+
+
+def _contact_domain(contact: Any) -> str:
+    """The domain of `contact-info` when it is an email address (RFC 8460 4.4 allows a URI too)."""
+    if not isinstance(contact, str) or "@" not in contact:
+        return ""
+    try:
+        return canonical_domain(contact.rpartition("@")[2].strip(" <>")[:253], trailing_dot=True)
+    except InvalidAddress:
+        return ""
 
 
 def _sessions(value: Any, where: str) -> int:
@@ -118,6 +129,7 @@ def tlsrpt_parse(document: bytes) -> TlsAggregate:
             raise ReportRefused("TLS report's session counts are out of range")
     return TlsAggregate(
         org_name=_string(report, "organization-name"),
+        contact_domain=_contact_domain(report.get("contact-info")),
         report_id=_string(report, "report-id"),
         begin=begin,
         end=end,

@@ -17,20 +17,31 @@ class Command(ServiceCommand):
             "--days", type=positive_int, default=SUMMARY_DAYS, help="reports whose period ended within this many days"
         )
         parser.add_argument(
+            "--include-unauthenticated",
+            action="store_true",
+            help="count every stored report, not only those whose mail was DKIM- or SPF-aligned with the reporter",
+        )
+        parser.add_argument(
             "--json",
             action="store_true",
-            help='{"domain", "reports", "messages", "dmarc_pass", "dkim_aligned_pass", "spf_aligned_pass",'
-            ' "sources": [{"source_ip", "messages", "dmarc_pass"}]}',
+            help='{"domain", "reports", "unauthenticated_reports", "messages", "dmarc_pass", "dkim_aligned_pass",'
+            ' "spf_aligned_pass", "sources": [{"source_ip", "messages", "dmarc_pass"}]}',
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        summary = dmarc_summary(domain=domain_get_by_name(name=options["name"]), days=options["days"])
+        summary = dmarc_summary(
+            domain=domain_get_by_name(name=options["name"]),
+            days=options["days"],
+            include_unauthenticated=options["include_unauthenticated"],
+        )
         if options["json"]:
             self.stdout.write(json.dumps(summary.as_dict(), ensure_ascii=False))
             return
         self.stdout.write(
             f"{summary.domain}: {summary.reports} reports, {summary.messages} messages, {summary.dmarc_pass} pass DMARC"
-            f" ({summary.dkim_aligned_pass} DKIM aligned, {summary.spf_aligned_pass} SPF aligned)"
+            f" ({summary.dkim_aligned_pass} DKIM aligned, {summary.spf_aligned_pass} SPF aligned);"
+            f" {summary.unauthenticated_reports} unauthenticated reports"
+            + (" counted" if options["include_unauthenticated"] else " left out (--include-unauthenticated)")
         )
         for source in summary.sources:
             name = f" ({source.reverse_name})" if source.reverse_name else ""
