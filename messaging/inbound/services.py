@@ -11,9 +11,11 @@ A report only changes the state of a recipient whose delivery it proves (`_prove
 A report that proves nothing (or names only addresses it does not prove) is stored as received
 mail of the message's domain, with the reason in its event, and acted on in no way. Applying the
 same report twice changes nothing the second time.
-Per recipient: a complaint suppresses the address for good; a bounce goes through the policy that
-dispatch's refusals go through too (messaging/bounces.py): a hard one suppresses the address for good
-unless its cause is the sender's, and a soft one counts toward MAILSERVICE_SOFT_BOUNCE_LIMIT.
+Per recipient: a complaint suppresses the address for good; a bounce is classified by the classifier
+dispatch's refusals go through too (messaging/refusals.py), whose verdict decides hard or soft (the
+event's type and bounce_type) and goes through the same policy (messaging/bounces.py): only the
+recipient's own permanent failures suppress it for good, and a soft one counts toward
+MAILSERVICE_SOFT_BOUNCE_LIMIT.
 The message's status follows one rule (`_status_from_recipients`): `complained` as soon as any
 recipient complained; `bounced` once no recipient can have received it (each one bounced hard,
 was refused by the relay, or was skipped as suppressed); otherwise it keeps its status.
@@ -49,7 +51,6 @@ from messaging.inbound.routing import (
 from messaging.models import (
     SUBMITTED,
     AggregateKind,
-    BounceType,
     Direction,
     EventType,
     Message,
@@ -58,7 +59,7 @@ from messaging.models import (
     SuppressionReason,
     message_by_public_id,
 )
-from messaging.reply_causes import NO_CAUSE, Explained, explain
+from messaging.refusals import NO_FAILURE, Speaker, Verdict, classify_refusal
 from messaging.rfc5322.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.safeguards import safeguard_check
 from messaging.suppressions import suppression_add
@@ -235,39 +236,53 @@ _EVENT = {
     ReportedOutcome.DELAY: EventType.DELAYED,
     ReportedOutcome.COMPLAINT: EventType.COMPLAINED,
 }
-# Hard or soft, as the report's classification (messaging/inbound/reports/, `classify`) decided it.
-_BOUNCE_TYPE = {ReportedOutcome.BOUNCE: BounceType.HARD, ReportedOutcome.SOFT_BOUNCE: BounceType.SOFT}
+_BOUNCES = {ReportedOutcome.BOUNCE, ReportedOutcome.SOFT_BOUNCE}
 # Recipient events meaning the recipient did not get the message.
 _UNDELIVERED = {EventType.BOUNCED, EventType.RECIPIENT_REJECTED, EventType.SUPPRESSED}
 
 
-def _explained(recipient: RecipientReport) -> Explained:
+def report_verdict(recipient: RecipientReport) -> Verdict:
     """Why the receiver refused or deferred, from the report's status and the reply its diagnostic quotes
-    ("smtp; 550 5.7.515 Access denied ..."); a complaint has no cause."""
+    ("smtp; 550 5.7.515 Access denied ..."), as a refusal of the same reply during SMTP would be judged;
+    a complaint has no reason. A bounce whose status or reply is missing is still a failure: a 5.0.0
+    (or 4.0.0) stands in, so the words decide the reason."""
     if recipient.outcome == ReportedOutcome.COMPLAINT:
-        return NO_CAUSE
+        return NO_FAILURE
     quoted = SMTP_REPLY.search(recipient.diagnostic[:LINE_LIMIT])
-    return explain(int(quoted.group(1)) if quoted else None, recipient.status, recipient.diagnostic)
+    code = int(quoted.group(1)) if quoted else None
+    status = recipient.status
+    if code is None and not status:
+        status = "5.0.0" if recipient.outcome == ReportedOutcome.BOUNCE else "4.0.0"
+    gave_up = recipient.outcome == ReportedOutcome.SOFT_BOUNCE
+    return classify_refusal(code, status, recipient.diagnostic, Speaker.RECEIVER, gave_up=gave_up)
+
+
+def _event_type(recipient: RecipientReport, verdict: Verdict) -> str:
+    """The event of one recipient's outcome; a final failure is a bounce, hard or soft as the verdict says."""
+    if recipient.outcome in _BOUNCES:
+        return EventType.BOUNCED if verdict.hard else EventType.SOFT_BOUNCED
+    return _EVENT[recipient.outcome]
 
 
 def _apply(*, message: Message, address: str, recipient: RecipientReport) -> bool:
     """Record one recipient's outcome; False when the same outcome was already recorded for it."""
-    event_type = _EVENT[recipient.outcome]
+    verdict = report_verdict(recipient)
+    event_type = _event_type(recipient, verdict)
     if MessageEvent.objects.filter(message=message, type=event_type, recipient=address).exists():
         return False
     feedback = f"feedback-type: {recipient.feedback_type}" if recipient.feedback_type else ""
-    explained = _explained(recipient)
     MessageEvent.objects.create(
         message=message,
         type=event_type,
         recipient=address,
-        detail=f"{recipient.diagnostic or feedback}{explained.note(message.domain.name)}",
+        detail=f"{recipient.diagnostic or feedback}{verdict.note(message.domain.name)}",
         enhanced_status=recipient.status[:16],
         diagnostic=recipient.diagnostic,
-        bounce_type=_BOUNCE_TYPE.get(recipient.outcome, ""),
+        bounce_type=verdict.bounce_type if recipient.outcome in _BOUNCES else "",
         feedback_type=recipient.feedback_type[:32],
-        cause=explained.cause,
-        fix_check=explained.check,
+        cause=verdict.cause,
+        fix_check=verdict.check,
+        reason=verdict.reason,
     )
     metrics.report_recorded(domain=message.domain.name, outcome=recipient.outcome)
     if recipient.outcome == ReportedOutcome.COMPLAINT:
@@ -278,9 +293,8 @@ def _apply(*, message: Message, address: str, recipient: RecipientReport) -> boo
             source_message=message,
             detail=recipient.detail,
         )
-    elif recipient.outcome in _BOUNCE_TYPE:
-        kind = _BOUNCE_TYPE[recipient.outcome]
-        bounce_apply(message=message, address=address, kind=kind, cause=explained.cause, detail=recipient.detail)
+    elif recipient.outcome in _BOUNCES:
+        bounce_apply(message=message, address=address, verdict=verdict, detail=recipient.detail)
     return True
 
 

@@ -1,0 +1,25 @@
+"""Why a receiver refused or deferred mail, as an application acts on it: an event's `reason`
+(messaging/refusals.py). Rows written before stay blank (no backfill): a constant column default, so
+PostgreSQL adds the column without rewriting the table. The partial index serves the console's filter of
+a domain's messages by reason and the domain's refusal health."""
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('messaging', '0022_held_event_type'),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name='messageevent',
+            name='reason',
+            field=models.CharField(blank=True, choices=[('user_unknown', 'User Unknown'), ('mailbox_full', 'Mailbox Full'), ('mailbox_disabled', 'Mailbox Disabled'), ('domain_not_found', 'Domain Not Found'), ('host_unreachable', 'Host Unreachable'), ('blocked', 'Blocked'), ('spam_detected', 'Spam Detected'), ('content_rejected', 'Content Rejected'), ('authentication', 'Authentication'), ('policy', 'Policy'), ('rate_limited', 'Rate Limited'), ('greylisted', 'Greylisted'), ('expired', 'Expired'), ('other', 'Other')], db_default='', default='', help_text='Delays, bounces and failures: why, as an application acts on it (docs/webhooks.md)', max_length=20),
+        ),
+        migrations.AddIndex(
+            model_name='messageevent',
+            index=models.Index(condition=models.Q(('reason', ''), _negated=True), fields=['reason', 'created_at', 'message'], name='event_reason_idx'),
+        ),
+    ]
