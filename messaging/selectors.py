@@ -22,6 +22,7 @@ from messaging.models import (
     TlsReportFailure,
     message_by_public_id,
 )
+from messaging.refusals import SENDER_REASONS
 from messaging.rfc5322.parsing import attachment_parts, decode_header_value, parse_bytes, part_bytes, storable
 
 _CURSOR_SALT = "messaging.message_list.cursor"
@@ -169,6 +170,40 @@ def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRat
         counts[1] += row["bounced"] or 0
         counts[2] += row["complained"] or 0
     return {domain_id: DeliveryRates(*counts) for domain_id, counts in found.items()}
+
+
+@dataclass(frozen=True)
+class RefusalHealth:
+    """The sending domain's health as receivers judged it: of the messages it sent in the window, how many
+    were refused or deferred for a reason that is the sender's to fix (messaging/refusals.py
+    SENDER_REASONS: blocked, spam_detected, authentication, policy), per reason. Such refusals never
+    suppress the recipient; they are counted here instead."""
+
+    days: int
+    sent: int
+    by_reason: dict[str, int]
+
+    @property
+    def refused(self) -> int:
+        return sum(self.by_reason.values())
+
+
+def domain_refusal_health(*, domain: Domain, days: int) -> RefusalHealth:
+    """RefusalHealth over the last `days` days, counted per message (a refusal at RCPT and the bounce it
+    led to are one), with the service's own put-backs (`held`) left out: no receiver said those."""
+    since = timezone.now() - timedelta(days=days)
+    sent = Message.objects.filter(domain=domain, direction=Direction.SENT, is_test=False, created_at__gte=since).count()
+    rows = (
+        MessageEvent.objects.filter(
+            reason__in=sorted(SENDER_REASONS), created_at__gte=since, message__domain=domain, message__is_test=False
+        )
+        .exclude(type=EventType.HELD)
+        .values("reason")
+        .annotate(messages=Count("message_id", distinct=True))
+        .order_by()
+    )
+    by_reason = {row["reason"]: row["messages"] for row in rows}
+    return RefusalHealth(days=days, sent=sent, by_reason=dict(sorted(by_reason.items())))
 
 
 @dataclass(frozen=True)
