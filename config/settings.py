@@ -442,6 +442,9 @@ MAILSERVICE_RELAY_RATE_FLOOR = env_float("MAILSERVICE_RELAY_RATE_FLOOR", 1.0)
 # A message a receiver greylisted (messaging/outbound/greylisting.py) is tried again after this many
 # seconds: postgrey's default delay, and the first greylisting uses no attempt.
 MAILSERVICE_GREYLIST_DELAY = env_int("MAILSERVICE_GREYLIST_DELAY", 300)
+# The last field of every outgoing message's Feedback-ID header (messaging/feedback_id.py): who sends, as
+# Gmail's feedback loop groups complaint rates by it. A few low-cardinality letters, digits, dots or dashes.
+MAILSERVICE_FEEDBACK_SENDER_ID = env_str("MAILSERVICE_FEEDBACK_SENDER_ID", "mailservice")
 MAILSERVICE_DESTINATION_BACKOFF_BASE = env_float("MAILSERVICE_DESTINATION_BACKOFF_BASE", 30.0)
 MAILSERVICE_DESTINATION_BACKOFF_MAX = env_float("MAILSERVICE_DESTINATION_BACKOFF_MAX", 1800.0)
 # Tests give each web/worker pair a queue of its own.

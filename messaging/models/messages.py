@@ -93,6 +93,13 @@ class Message(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True, help_text="A worker holds the message until then")
     last_error = models.TextField(blank=True)
     message_id_header = models.CharField(max_length=255, blank=True, help_text="The RFC 5322 Message-ID")
+    feedback_id = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The Feedback-ID header it goes out with: template or inline, API key, domain, sender id",
+    )
 
     # Received mail, and mail submitted over SMTP (messaging.submission), keep what arrived on the wire.
     envelope_from = models.TextField(blank=True)

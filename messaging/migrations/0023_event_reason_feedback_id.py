@@ -1,7 +1,8 @@
 """Why a receiver refused or deferred mail, as an application acts on it: an event's `reason`
-(messaging/refusals.py). Rows written before stay blank (no backfill): a constant column default, so
-PostgreSQL adds the column without rewriting the table. The partial index serves the console's filter of
-a domain's messages by reason and the domain's refusal health."""
+(messaging/refusals.py), and the Feedback-ID header a message goes out with (messaging/feedback_id.py).
+Rows written before stay blank (no backfill): constant column defaults, so PostgreSQL adds the columns
+without rewriting the tables. The partial index serves the console's filter of a domain's messages by
+reason and the domain's refusal health."""
 
 from django.db import migrations, models
 
@@ -13,6 +14,11 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name='message',
+            name='feedback_id',
+            field=models.CharField(blank=True, db_default='', default='', help_text='The Feedback-ID header it goes out with: template or inline, API key, domain, sender id', max_length=255),
+        ),
         migrations.AddField(
             model_name='messageevent',
             name='reason',
