@@ -57,7 +57,9 @@ def _signed_headers(data: bytes) -> list[str]:
 
 def test_a_template_send_carries_its_slug_key_domain_and_sender_id_signed(sink, domain, settings):
     settings.MAILSERVICE_FEEDBACK_SENDER_ID = "acme-esp"
-    template_version_publish(domain=domain, slug="order-shipped", subject="Shipped", text="On its way", html="<p>On its way</p>")
+    template_version_publish(
+        domain=domain, slug="order-shipped", subject="Shipped", text="On its way", html="<p>On its way</p>"
+    )
     body = {"from": "shop@acme.example.com", "to": "bob@example.org", "template": {"id": "order-shipped"}}
 
     data = _delivered(sink, _sent_over_http(domain, "ops: prod", body))
