@@ -323,6 +323,23 @@ MAILSERVICE_SAFEGUARD_MIN_BOUNCES = env_int("MAILSERVICE_SAFEGUARD_MIN_BOUNCES",
 MAILSERVICE_SAFEGUARD_MIN_COMPLAINTS = env_int("MAILSERVICE_SAFEGUARD_MIN_COMPLAINTS", 3)
 MAILSERVICE_BOUNCE_RATE_LIMIT = env_float("MAILSERVICE_BOUNCE_RATE_LIMIT", 0.05)
 MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT", 0.001)
+# A complaint counts toward the complaint-rate safeguard only from a feedback loop the operator trusts
+# (messaging/inbound/feedback_loops.py): an ARF whose DKIM signature verifies for one of these domains (or a
+# subdomain), or from one of MAILSERVICE_FBL_ADDRESSES. Each provider's reports are signed by its own domain:
+MAILSERVICE_FBL_DOMAINS = env_list(
+    "MAILSERVICE_FBL_DOMAINS",
+    [
+        "yahoo.com",  # Yahoo and AOL CFL, signed d=arf.mail.yahoo.com: https://senders.yahooinc.com/faqs/
+        "hotmail.com",  # Microsoft JMRP (Outlook.com): https://sendersupport.olc.protection.outlook.com/snds/JMRP.aspx
+        "comcast.net",  # Comcast FBL: https://postmaster.comcast.net/feedback-loop.html
+        "mail.ru",  # Mail.ru FBL: https://postmaster.mail.ru/
+        "yandex.ru",  # Yandex FBL: https://yandex.ru/support/postoffice/
+    ],
+)
+MAILSERVICE_FBL_ADDRESSES = [address.lower() for address in env_list("MAILSERVICE_FBL_ADDRESSES", [])]
+# `count`: other complaints count toward the safeguard too; anything else (default `ignore`): they are stored,
+# suppress the recipient they prove, and are shown as unauthenticated, but never pause a domain.
+MAILSERVICE_COMPLAINTS_UNAUTHENTICATED = env_str("MAILSERVICE_COMPLAINTS_UNAUTHENTICATED", "ignore")
 
 # --- Operations: GET /metrics (mailservice/metrics.py) ----------------------------------------
 # The bearer token Prometheus scrapes /metrics with; unset, /metrics does not exist (404).

@@ -1,6 +1,7 @@
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from django.conf import settings
 from django.core import signing
 from django.db.models import Case, CharField, Count, F, Max, Min, Q, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, Concat, TruncDate
@@ -124,7 +125,8 @@ def delivery_rates_of_recent_sends(*, domain: Domain, hours: float, sends: int) 
     and how many distinct recipients bounced (hard) or complained.
 
     Counted per recipient address, not per message, so one person reporting many messages counts
-    once. A bounce the relay gave at dispatch names no recipient and counts once per message."""
+    once. A bounce the relay gave at dispatch names no recipient and counts once per message. A complaint
+    not from a trusted feedback loop counts only with MAILSERVICE_COMPLAINTS_UNAUTHENTICATED=count."""
     since = timezone.now() - timedelta(hours=hours)
     window = (
         # Test-key sends (the sandbox) never count towards a domain's reputation.
@@ -136,11 +138,16 @@ def delivery_rates_of_recent_sends(*, domain: Domain, hours: float, sends: int) 
     who = Case(
         When(recipient="", then=Concat(Value("message "), Cast("message_id", CharField()))), default=F("recipient")
     )
+    complained = Q(type=EventType.COMPLAINED)
+    if settings.MAILSERVICE_COMPLAINTS_UNAUTHENTICATED != "count":
+        # Only a trusted feedback loop's complaints (messaging/inbound/feedback_loops.py); NULL: recorded
+        # before the distinction, or by the sandbox, as they always counted.
+        complained &= ~Q(complaint_authenticated=False)
     counts = MessageEvent.objects.filter(
         message_id__in=window, type__in=[EventType.BOUNCED, EventType.COMPLAINED]
     ).aggregate(
         bounced=Count(who, distinct=True, filter=Q(type=EventType.BOUNCED)),
-        complained=Count(who, distinct=True, filter=Q(type=EventType.COMPLAINED)),
+        complained=Count(who, distinct=True, filter=complained),
     )
     return DeliveryRates(sent=sent, bounced=counts["bounced"], complained=counts["complained"])
 

@@ -37,6 +37,7 @@ from mailservice.mailbox import InvalidAddress, comparison_key, parse_address
 from messaging import sql
 from messaging.bounces import bounce_apply
 from messaging.inbound.aggregate.services import aggregate_read, aggregate_store
+from messaging.inbound.feedback_loops import FeedbackLoopTrust, feedback_loop_trust
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
 from messaging.inbound.reports.reading import LINE_LIMIT
 from messaging.inbound.reports.status_codes import SMTP_REPLY
@@ -264,13 +265,17 @@ def _event_type(recipient: RecipientReport, verdict: Verdict) -> str:
     return _EVENT[recipient.outcome]
 
 
-def _apply(*, message: Message, address: str, recipient: RecipientReport) -> bool:
-    """Record one recipient's outcome; False when the same outcome was already recorded for it."""
+def _apply(*, message: Message, address: str, recipient: RecipientReport, trust: FeedbackLoopTrust | None) -> bool:
+    """Record one recipient's outcome; False when the same outcome was already recorded for it. A
+    complaint records whether it came from a trusted feedback loop (`trust`), and says so in its detail."""
     verdict = report_verdict(recipient)
     event_type = _event_type(recipient, verdict)
     if MessageEvent.objects.filter(message=message, type=event_type, recipient=address).exists():
         return False
     feedback = f"feedback-type: {recipient.feedback_type}" if recipient.feedback_type else ""
+    authenticated = None
+    if recipient.outcome == ReportedOutcome.COMPLAINT and trust is not None:
+        authenticated, feedback = trust.trusted, "; ".join(part for part in (feedback, trust.why) if part)
     MessageEvent.objects.create(
         message=message,
         type=event_type,
@@ -283,6 +288,7 @@ def _apply(*, message: Message, address: str, recipient: RecipientReport) -> boo
         cause=verdict.cause,
         fix_check=verdict.check,
         reason=verdict.reason,
+        complaint_authenticated=authenticated,
     )
     metrics.report_recorded(domain=message.domain.name, outcome=recipient.outcome)
     if recipient.outcome == ReportedOutcome.COMPLAINT:
@@ -316,8 +322,17 @@ def _status_from_recipients(message: Message) -> None:
         metrics.message_status(domain=message.domain.name, status=status)
 
 
-def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, report_address: str, raw: bytes) -> None:
-    """Apply a bounce, delay or complaint to the sent message it is about.
+def report_process(
+    *,
+    parsed: ParsedMail,
+    verp: VerpId,
+    envelope_from: str,
+    report_address: str,
+    raw: bytes,
+    trust: FeedbackLoopTrust | None = None,
+) -> None:
+    """Apply a bounce, delay or complaint to the sent message it is about; a complaint with whether it
+    came from a trusted feedback loop (`trust`, messaging/inbound/feedback_loops.py).
 
     A report about no message we know is logged and dropped: there is nothing to update and no
     domain to show it to. Mail about a known message that is not a report (a vacation reply sent
@@ -354,7 +369,7 @@ def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, repo
             )
             continue
         matched = True
-        changed |= _apply(message=message, address=address, recipient=recipient)
+        changed |= _apply(message=message, address=address, recipient=recipient, trust=trust)
     if not matched:
         why = proof.why_not or "report not applied: it names no recipient whose delivery it proves"
         kept = _store_received(
@@ -396,8 +411,11 @@ def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) ->
             verps.setdefault(route.verp, address)
         elif route.aggregate is not None:
             aggregates.add(route.aggregate)
-    # Read before the transaction: parsing and reverse lookups of a report's sources take a while.
+    # Read before the transaction: parsing and reverse lookups of a report's sources take a while, and so
+    # does verifying a complaint's DKIM signature.
     aggregate_reads = [aggregate_read(kind=kind, raw=raw) for kind in sorted(aggregates)]
+    complaint = parsed.report.kind == ReportedOutcome.COMPLAINT
+    trust = feedback_loop_trust(raw=raw, envelope_from=envelope_from) if complaint else None
     refused: list[str] = []
     # Received mail alone is stored by one atomic statement; reports take several, in a transaction.
     several = verps or aggregate_reads or return_path_domain() in by_domain
@@ -414,5 +432,7 @@ def inbound_deliver(*, envelope_from: str, recipients: list[str], raw: bytes) ->
             else:
                 refused += addresses
         for verp, address in verps.items():
-            report_process(parsed=parsed, verp=verp, envelope_from=envelope_from, report_address=address, raw=raw)
+            report_process(
+                parsed=parsed, verp=verp, envelope_from=envelope_from, report_address=address, raw=raw, trust=trust
+            )
     return refused

@@ -288,6 +288,12 @@ class MessageEvent(models.Model):
         db_default="",
         help_text="An authentication refusal: the readiness check to fix (manage.py check_readiness DOMAIN)",
     )
+    complaint_authenticated = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Complaints: from a trusted feedback loop (messaging/inbound/feedback_loops.py); "
+        "unauthenticated ones count toward the safeguard only with MAILSERVICE_COMPLAINTS_UNAUTHENTICATED=count",
+    )
     reason = models.CharField(
         max_length=20,
         choices=RefusalReason.choices,
