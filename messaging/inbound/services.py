@@ -322,6 +322,20 @@ def _status_from_recipients(message: Message) -> None:
         metrics.message_status(domain=message.domain.name, status=status)
 
 
+def _quoted_verp(verp: VerpId, report: Report) -> VerpId:
+    """A report at an address of the return-path domain with no return path of its own (`fbl@`,
+    `postmaster@`) that quotes the original's Return-Path, as a headers-only ARF does: the signed return
+    path it quotes, as if the report had reached it (whoever could quote it could address it). An unsigned
+    or malformed one names nothing: the Message-ID it quotes is tried next, never a guess."""
+    if verp.public_id or not report.original_return_path:
+        return verp
+    local, domain_name = address_split(report.original_return_path)
+    route = route_by_address(local, domain_name)
+    if route is None or route.kind != RouteKind.REPORT or not route.verp.signed:
+        return verp
+    return route.verp
+
+
 def report_process(
     *,
     parsed: ParsedMail,
@@ -340,6 +354,7 @@ def report_process(
     received mail of that domain.
     """
     report = parsed.report
+    verp = _quoted_verp(verp, report)
     message = _reported_message(verp=verp, original_message_id=report.original_message_id)
     if message is None:
         logger.warning(
