@@ -329,11 +329,18 @@ MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT",
 MAILSERVICE_FBL_DOMAINS = env_list(
     "MAILSERVICE_FBL_DOMAINS",
     [
-        "yahoo.com",  # Yahoo and AOL CFL, signed d=arf.mail.yahoo.com: https://senders.yahooinc.com/faqs/
-        "hotmail.com",  # Microsoft JMRP (Outlook.com): https://sendersupport.olc.protection.outlook.com/snds/JMRP.aspx
-        "comcast.net",  # Comcast FBL: https://postmaster.comcast.net/feedback-loop.html
-        "mail.ru",  # Mail.ru FBL: https://postmaster.mail.ru/
-        "yandex.ru",  # Yandex FBL: https://yandex.ru/support/postoffice/
+        # Yahoo and AOL CFL: sent from feedback@arf.mail.yahoo.com, DKIM-signed by arf.mail.yahoo.com
+        # (https://senders.yahooinc.com/faqs/).
+        "yahoo.com",
+        # Microsoft JMRP (Outlook.com, Hotmail): forwarded from staff@hotmail.com
+        # (http://postmaster.msn.com/Services.aspx; enrolment at https://postmaster.live.com/snds/JMRP.aspx).
+        "hotmail.com",
+        # The next three are the providers' own mail domains, whose feedback loops send from them (Comcast's
+        # through Validity, https://postmaster.comcast.net; Mail.ru, https://postmaster.mail.ru; Yandex,
+        # https://yandex.ru/support/postoffice); their pages were not reachable from here to confirm the d=.
+        "comcast.net",
+        "mail.ru",
+        "yandex.ru",
     ],
 )
 MAILSERVICE_FBL_ADDRESSES = [address.lower() for address in env_list("MAILSERVICE_FBL_ADDRESSES", [])]

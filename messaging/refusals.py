@@ -34,15 +34,16 @@ Sources (read 2026-12):
   (greylisting).
 - Gmail, https://support.google.com/a/answer/3726730 ("Gmail SMTP errors and codes"): 550 5.1.1 "does
   not exist", 452/552 5.2.2 "over quota", 550 5.2.1 "account disabled", 4.7.26/5.7.26 DMARC, 5.7.27
-  SPF, 5.7.30 DKIM, 5.7.32 alignment, 5.7.25 PTR; 421 4.7.28 and 421 4.7.0 "unusual rate" rate limited;
-  550 5.7.28 "unusual rate of unsolicited mail … blocked"; 550 5.7.1 "likely unsolicited mail" (spam);
+  SPF, 5.7.30 DKIM, 5.7.32 alignment, 5.7.25 PTR; 421 4.7.28 "temporarily rate limited"; 421 4.7.0 and
+  550 5.7.28 "unusual rate of unsolicited mail … (temporarily) blocked" (blocked: the IP or domain, not
+  the message); 550 5.7.1 "likely unsolicited mail" (spam);
   450 4.2.1 "receiving mail too quickly"; 552 5.7.0 "blocked because its content presents a potential
   security issue" and 552 5.3.4 "exceeds size limit"; 421 4.7.0 "TLS required" (policy).
 - Microsoft, https://learn.microsoft.com/exchange/mail-flow-best-practices/non-delivery-reports-in-exchange-online/non-delivery-reports-in-exchange-online
   and https://learn.microsoft.com/exchange/troubleshoot/antispam/hotmail-outlook-error-codes :
   550 5.1.10 recipient not found, 5.7.509/5.7.515 authentication, 451 4.7.500-699 throttling,
   4.7.650 IP reputation, 5.7.606-649 banned IP, 5.7.708 traffic not accepted from this IP, 550 5.7.1
-  "on our block list (S3150)", 5.7.510 "does not accept email over IPv6", 5.4.1 "Recipient address
+  "on our block list (S3150)", 5.4.1 "Recipient address
   rejected: Access denied" (directory-based edge blocking: the address does not exist).
 - Yahoo, https://senders.yahooinc.com/smtp-error-codes/ : 421 4.7.0 [TSS04]/[TS01]-[TS03] deferred for
   volume or complaints; 554 5.7.9 policy (its authentication requirements); 553 5.7.1 [BL21]/[BL23]
@@ -53,15 +54,25 @@ Sources (read 2026-12):
   policy", 554 5.7.1 "rejected due to … DMARC policy", 550 5.7.1 "… domain present in the Spamhaus DBL".
 - Comcast, http://postmaster.comcast.net/mail-error-codes.aspx : BL000000-BL000111 blocklisted sources,
   ES000001/ES000010 dynamic space, RL000001 rate, "421 Too many sessions opened", "Reverse DNS failure".
-- GMX and WEB.DE, https://postmaster.gmx.net/en/error-messages : replies without enhanced status
+- GMX and WEB.DE, https://postmaster.gmx.com/en/error-messages : replies without enhanced status
   ("554 … IP address is block listed", "550 Requested action not taken: mailbox unavailable",
   "User is unknown", "User is inactive", "exhausted allowed storage space").
-- Mail.ru, https://help.mail.ru/developers/mailing/errors : "550 Message was not accepted -- invalid
-  mailbox", "spam message rejected", "user is over quota", "550 … not accepted … Sender address is
-  blocked".
-- Yandex, https://yandex.ru/support/mail/web/spam/honest-mailers.html : "550 No such user!",
-  "554 5.7.1 Message rejected under suspicion of SPAM", "451 4.7.1 Sorry, the service is currently
-  unavailable" (ratelimit), "552 5.2.2 Mailbox size limit exceeded".
+- Mail.ru, its replies as quoted at https://mailout.ru/2015/09 and
+  https://errorsmaster.ru/oshibka-550-spam-message-rejected (help.mail.ru itself was not reachable here):
+  "550 spam message rejected", "User quota exceeded", "User not found", "No such user".
+- MTAs' own wording where a reply carries no enhanced status, from their documentation: Postfix
+  (postconf(5): reject_unknown_client_hostname, reject_unknown_sender_domain, "User unknown in … table"),
+  Exim (its specification: "Unrouteable address", "retry timeout exceeded", "all relevant MX records point
+  to non-existent hosts"), qmail (qmail-send(8), qmail-smtpd(8) badmailfrom: "Sorry, no mailbox here by
+  that name", "I'm not going to try again; this message has been in the queue too long"), Sendmail
+  ("User unknown", "Host unknown", "Cannot send message for 5 days"), Lotus Domino and Exchange NDRs.
+- Google Groups' own non-delivery notice: "the group you tried to contact may not exist, or you may not
+  have permission to post" (no mailbox is said not to exist).
+- Yandex, https://yandex.com/support/mail/bounces/other.html and
+  https://yandex.com/support/mail/bounces/yandex/message-rejected-under-suspicion-of-spam.html : "No such
+  user here", "User not found", "Unrouteable address", "Host or domain name not found" (no such address),
+  "Message rejected under suspicion of SPAM", "Sorry, message looks like SPAM to me" (spam; "Client host
+  [ip] blocked using …" once a sender sends only spam), "Account is full", "Disk quota exceeded".
 """
 
 import re
@@ -188,8 +199,8 @@ SENDER_FIRST: tuple[Rule, ...] = (
     *_words(R.POLICY, "sender address rejected", "sender domain", "sender verify", "in reply to mail from"),
     # qmail-smtpd(8)'s badmailfrom; Postfix's reject_unverified_sender and reject_unknown_sender_domain.
     *_words(R.POLICY, "envelope sender", "badmailfrom", "sender denied", "sender rejected", "sender address"),
-    # Google Groups (support.google.com/groups/answer/2464926): "the group you tried to contact may not exist,
-    # or you may not have permission to post messages to the group": it names no mailbox that does not exist.
+    # Google Groups: "the group you tried to contact may not exist, or you may not have permission to post
+    # messages to the group": it names no mailbox that does not exist.
     *_words(R.POLICY, "may not exist", "permission to post"),
 )
 
