@@ -307,6 +307,17 @@ WORDS: tuple[Rule, ...] = (
     *_words(R.POLICY, "relay", "not permitted", "not allowed", "policy"),
 )
 
+# RFC 3463's own descriptions of its codes, which MTAs quote without the code.
+RFC3463_WORDS: tuple[Rule, ...] = (
+    *_words(R.USER_UNKNOWN, "bad destination mailbox address", "destination mailbox address ambiguous"),
+    *_words(R.DOMAIN_NOT_FOUND, "bad destination system address"),
+    *_words(R.MAILBOX_FULL, "mail system full", "account is full"),  # Yandex's "Account is full" too
+    *_words(R.CONTENT_REJECTED, "message length exceeds", "message too big for system"),
+    *_words(R.HOST_UNREACHABLE, "no answer from host", "bad connection", "routing server failure"),
+    *_words(R.RATE_LIMITED, "mail system congestion"),
+    *_words(R.POLICY, "delivery not authorized"),
+)
+
 # 4. RFC 5321's reply codes, last.
 CODES = {
     551: R.USER_UNKNOWN,  # user not local
@@ -315,7 +326,7 @@ CODES = {
     421: R.HOST_UNREACHABLE,  # service not available, closing transmission channel
 }
 
-RULES: tuple[Rule, ...] = (*SENDER_FIRST, *PROVIDERS, *STATUSES, *WORDS)
+RULES: tuple[Rule, ...] = (*SENDER_FIRST, *PROVIDERS, *STATUSES, *RFC3463_WORDS, *WORDS)
 
 
 @dataclass(frozen=True)
