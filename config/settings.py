@@ -341,6 +341,30 @@ MAILSERVICE_SAFEGUARD_MIN_BOUNCES = env_int("MAILSERVICE_SAFEGUARD_MIN_BOUNCES",
 MAILSERVICE_SAFEGUARD_MIN_COMPLAINTS = env_int("MAILSERVICE_SAFEGUARD_MIN_COMPLAINTS", 3)
 MAILSERVICE_BOUNCE_RATE_LIMIT = env_float("MAILSERVICE_BOUNCE_RATE_LIMIT", 0.05)
 MAILSERVICE_COMPLAINT_RATE_LIMIT = env_float("MAILSERVICE_COMPLAINT_RATE_LIMIT", 0.001)
+# A complaint counts toward the complaint-rate safeguard only from a feedback loop the operator trusts
+# (messaging/inbound/feedback_loops.py): an ARF whose DKIM signature verifies for one of these domains (or a
+# subdomain), or from one of MAILSERVICE_FBL_ADDRESSES. Each provider's reports are signed by its own domain:
+MAILSERVICE_FBL_DOMAINS = env_list(
+    "MAILSERVICE_FBL_DOMAINS",
+    [
+        # Yahoo and AOL CFL: sent from feedback@arf.mail.yahoo.com, DKIM-signed by arf.mail.yahoo.com
+        # (https://senders.yahooinc.com/faqs/).
+        "yahoo.com",
+        # Microsoft JMRP (Outlook.com, Hotmail): forwarded from staff@hotmail.com
+        # (http://postmaster.msn.com/Services.aspx; enrolment at https://postmaster.live.com/snds/JMRP.aspx).
+        "hotmail.com",
+        # The next three are the providers' own mail domains, whose feedback loops send from them (Comcast's
+        # through Validity, https://postmaster.comcast.net; Mail.ru, https://postmaster.mail.ru; Yandex,
+        # https://yandex.ru/support/postoffice); their pages were not reachable from here to confirm the d=.
+        "comcast.net",
+        "mail.ru",
+        "yandex.ru",
+    ],
+)
+MAILSERVICE_FBL_ADDRESSES = [address.lower() for address in env_list("MAILSERVICE_FBL_ADDRESSES", [])]
+# `count`: other complaints count toward the safeguard too; anything else (default `ignore`): they are stored,
+# suppress the recipient they prove, and are shown as unauthenticated, but never pause a domain.
+MAILSERVICE_COMPLAINTS_UNAUTHENTICATED = env_str("MAILSERVICE_COMPLAINTS_UNAUTHENTICATED", "ignore")
 
 # --- Operations: GET /metrics (mailservice/metrics.py) ----------------------------------------
 # The bearer token Prometheus scrapes /metrics with; unset, /metrics does not exist (404).
@@ -460,6 +484,9 @@ MAILSERVICE_RELAY_RATE_FLOOR = env_float("MAILSERVICE_RELAY_RATE_FLOOR", 1.0)
 # A message a receiver greylisted (messaging/outbound/greylisting.py) is tried again after this many
 # seconds: postgrey's default delay, and the first greylisting uses no attempt.
 MAILSERVICE_GREYLIST_DELAY = env_int("MAILSERVICE_GREYLIST_DELAY", 300)
+# The last field of every outgoing message's Feedback-ID header (messaging/feedback_id.py): who sends, as
+# Gmail's feedback loop groups complaint rates by it. A few low-cardinality letters, digits, dots or dashes.
+MAILSERVICE_FEEDBACK_SENDER_ID = env_str("MAILSERVICE_FEEDBACK_SENDER_ID", "mailservice")
 MAILSERVICE_DESTINATION_BACKOFF_BASE = env_float("MAILSERVICE_DESTINATION_BACKOFF_BASE", 30.0)
 MAILSERVICE_DESTINATION_BACKOFF_MAX = env_float("MAILSERVICE_DESTINATION_BACKOFF_MAX", 1800.0)
 # Tests give each web/worker pair a queue of its own.

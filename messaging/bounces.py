@@ -2,13 +2,13 @@
 SMTP (dispatch, messaging/outbound/outcomes.py: an MX in direct delivery, or the relay) and for a
 bounce report that comes back later (messaging/inbound/services.py).
 
-Hard or soft is the RFC 3463 class of the enhanced status, else of the reply code (`bounce_type`),
-as the report classifier reads a DSN (messaging/inbound/reports/dsn.py). Why is the shared reply
-classifier's cause (messaging/reply_causes.py). A hard bounce suppresses its recipient for good,
-unless the cause is the sender's (authentication, reputation, rate, the receiver's policy, e.g.
-`550 5.7.1 … blocked` or a whitelist request): such a refusal says nothing about the address, and
-the same address accepts mail once the sender is fixed. A soft bounce counts toward
-MAILSERVICE_SOFT_BOUNCE_LIMIT, which suppresses the address for a while (`soft_bounce_streak`).
+Both hand over the one classifier's verdict (messaging/refusals.py): its reason, hard or soft, and
+whether it suppresses. A hard bounce suppresses its recipient for good only when its reason is the
+recipient's own (an unknown user, a disabled mailbox, a domain that does not exist); the sender's
+reasons (blocked, spam_detected, authentication, policy, e.g. `550 5.7.1 … blocked` or a whitelist
+request) say nothing about the address, which accepts mail once the sender is fixed, and count toward
+the sending domain's health instead. A soft bounce counts toward MAILSERVICE_SOFT_BOUNCE_LIMIT, which
+suppresses the address for a while (`soft_bounce_streak`).
 Callers record the bounce's event first and call `bounce_apply` in the same transaction.
 """
 
@@ -17,35 +17,18 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from messaging.models import BounceType, EventType, Message, MessageEvent, ReplyCause, Suppression, SuppressionReason
+from messaging.models import EventType, Message, MessageEvent, Suppression, SuppressionReason
+from messaging.refusals import Verdict
 from messaging.suppressions import suppression_add
 
-# Causes that blame the sender, not the recipient's address: never a reason to stop mailing it.
-SENDER_CAUSES = frozenset(
-    {ReplyCause.AUTHENTICATION, ReplyCause.REPUTATION, ReplyCause.RATE_LIMITED, ReplyCause.POLICY}
-)
 
-
-def bounce_type(code: int | None, enhanced_status: str) -> BounceType:
-    """Soft when the enhanced status (else the reply code) is of class 4; hard otherwise, a final
-    failure with neither included."""
-    evidence = enhanced_status or (str(code) if code is not None else "")
-    return BounceType.SOFT if evidence.startswith("4") else BounceType.HARD
-
-
-def suppresses(kind: BounceType, cause: str) -> bool:
-    """Whether a hard bounce of this cause suppresses its recipient for good."""
-    return kind == BounceType.HARD and cause not in SENDER_CAUSES
-
-
-def bounce_apply(*, message: Message, address: str, kind: BounceType, cause: str, detail: str) -> None:
-    """Apply the policy to `address` (a suppression key) after its bounce was recorded: a hard
-    bounce not caused by the sender suppresses it with `detail` (the reply or the report) as the
-    reason; a soft one may complete a streak."""
-    if suppresses(kind, cause):
+def bounce_apply(*, message: Message, address: str, verdict: Verdict, detail: str) -> None:
+    """Apply the policy to `address` (a suppression key) after its bounce was recorded: a verdict that
+    suppresses adds it with `detail` (the reply or the report) as the reason; a soft one may complete a streak."""
+    if verdict.suppresses:
         reason = SuppressionReason.BOUNCE
         suppression_add(domain=message.domain, address=address, reason=reason, source_message=message, detail=detail)
-    elif kind == BounceType.SOFT:
+    elif verdict.reason and not verdict.hard:
         soft_bounce_streak(message=message, address=address, detail=detail)
 
 

@@ -2,6 +2,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core import signing
 from django.db.models import Case, CharField, Count, F, Max, Min, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Cast, Coalesce, Concat, TruncDate
@@ -23,6 +24,7 @@ from messaging.models import (
     TlsReportFailure,
     message_by_public_id,
 )
+from messaging.refusals import SENDER_REASONS
 from messaging.rfc5322.parsing import attachment_parts, decode_header_value, parse_bytes, part_bytes, storable
 
 _CURSOR_SALT = "messaging.message_list.cursor"
@@ -124,7 +126,8 @@ def delivery_rates_of_recent_sends(*, domain: Domain, hours: float, sends: int) 
     and how many distinct recipients bounced (hard) or complained.
 
     Counted per recipient address, not per message, so one person reporting many messages counts
-    once. A bounce the relay gave at dispatch names no recipient and counts once per message."""
+    once. A bounce the relay gave at dispatch names no recipient and counts once per message. A complaint
+    not from a trusted feedback loop counts only with MAILSERVICE_COMPLAINTS_UNAUTHENTICATED=count."""
     since = timezone.now() - timedelta(hours=hours)
     window = (
         # Test-key sends (the sandbox) never count towards a domain's reputation.
@@ -136,11 +139,16 @@ def delivery_rates_of_recent_sends(*, domain: Domain, hours: float, sends: int) 
     who = Case(
         When(recipient="", then=Concat(Value("message "), Cast("message_id", CharField()))), default=F("recipient")
     )
+    complained = Q(type=EventType.COMPLAINED)
+    if settings.MAILSERVICE_COMPLAINTS_UNAUTHENTICATED != "count":
+        # Only a trusted feedback loop's complaints (messaging/inbound/feedback_loops.py); NULL: recorded
+        # before the distinction, or by the sandbox, as they always counted.
+        complained &= ~Q(complaint_authenticated=False)
     counts = MessageEvent.objects.filter(
         message_id__in=window, type__in=[EventType.BOUNCED, EventType.COMPLAINED]
     ).aggregate(
         bounced=Count(who, distinct=True, filter=Q(type=EventType.BOUNCED)),
-        complained=Count(who, distinct=True, filter=Q(type=EventType.COMPLAINED)),
+        complained=Count(who, distinct=True, filter=complained),
     )
     return DeliveryRates(sent=sent, bounced=counts["bounced"], complained=counts["complained"])
 
@@ -170,6 +178,40 @@ def delivery_rates(*, domain_ids: list[int], days: int) -> dict[int, DeliveryRat
         counts[1] += row["bounced"] or 0
         counts[2] += row["complained"] or 0
     return {domain_id: DeliveryRates(*counts) for domain_id, counts in found.items()}
+
+
+@dataclass(frozen=True)
+class RefusalHealth:
+    """The sending domain's health as receivers judged it: of the messages it sent in the window, how many
+    were refused or deferred for a reason that is the sender's to fix (messaging/refusals.py
+    SENDER_REASONS: blocked, spam_detected, authentication, policy), per reason. Such refusals never
+    suppress the recipient; they are counted here instead."""
+
+    days: int
+    sent: int
+    by_reason: dict[str, int]
+
+    @property
+    def refused(self) -> int:
+        return sum(self.by_reason.values())
+
+
+def domain_refusal_health(*, domain: Domain, days: int) -> RefusalHealth:
+    """RefusalHealth over the last `days` days, counted per message (a refusal at RCPT and the bounce it
+    led to are one), with the service's own put-backs (`held`) left out: no receiver said those."""
+    since = timezone.now() - timedelta(days=days)
+    sent = Message.objects.filter(domain=domain, direction=Direction.SENT, is_test=False, created_at__gte=since).count()
+    rows = (
+        MessageEvent.objects.filter(
+            reason__in=sorted(SENDER_REASONS), created_at__gte=since, message__domain=domain, message__is_test=False
+        )
+        .exclude(type=EventType.HELD)
+        .values("reason")
+        .annotate(messages=Count("message_id", distinct=True))
+        .order_by()
+    )
+    by_reason = {row["reason"]: row["messages"] for row in rows}
+    return RefusalHealth(days=days, sent=sent, by_reason=dict(sorted(by_reason.items())))
 
 
 @dataclass(frozen=True)

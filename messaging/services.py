@@ -11,6 +11,7 @@ from domains.services import allowance_consume
 from mailservice.errors import ApiError, ErrorCode, PermissionDenied, ValidationFailed
 from mailservice.mailbox import InvalidAddress, display_domains, parse_address
 from messaging import sql
+from messaging.feedback_id import feedback_id
 from messaging.models import Direction, EventType, Message, MessageEvent, Status
 from messaging.outbound.tasks import dispatch_enqueue
 from templates_app.models import TemplateVersion
@@ -49,19 +50,22 @@ def _is_on_domain(mailbox: str, domain: Domain) -> bool:
         return False
 
 
-def message_send(*, domain: Domain, request: SendRequest, is_test: bool = False) -> Message:
+def message_send(*, domain: Domain, request: SendRequest, is_test: bool = False, api_key_name: str = "") -> Message:
     """Store an outbound message as `accepted`, after every check of the spec, in its order.
 
     Nothing is stored when any check fails. Dispatch starts only once the row is committed. A test
     key's message (`is_test`) passes the same checks but does not count against the allowance;
     dispatch simulates its outcome instead of handing it to SMTP (messaging/outbound/sandbox.py).
     """
-    message = _message_of(domain=domain, request=request, is_test=is_test, versions=_TemplateVersions(domain))
+    versions = _TemplateVersions(domain)
+    message = _message_of(domain=domain, request=request, is_test=is_test, versions=versions, api_key_name=api_key_name)
     send_permitted(domain=domain, from_address=request.from_address)
     return message_store(domain=domain, message=message)
 
 
-def message_send_batch(*, domain: Domain, requests: list[SendRequest], is_test: bool = False) -> list[Message]:
+def message_send_batch(
+    *, domain: Domain, requests: list[SendRequest], is_test: bool = False, api_key_name: str = ""
+) -> list[Message]:
     """Store every message of a batch as `accepted`, or none: POST /v1/send/batch.
 
     The checks are a single send's, in its order: each item's template and sender, in item order
@@ -73,7 +77,11 @@ def message_send_batch(*, domain: Domain, requests: list[SendRequest], is_test: 
     messages = []
     for index, request in enumerate(requests):
         try:
-            messages.append(_message_of(domain=domain, request=request, is_test=is_test, versions=versions))
+            messages.append(
+                _message_of(
+                    domain=domain, request=request, is_test=is_test, versions=versions, api_key_name=api_key_name
+                )
+            )
             _sender_check(domain=domain, from_address=request.from_address)
         except ApiError as exc:
             raise ApiError(f"messages.{index}.{exc.message}", code=exc.code, headers=exc.headers) from None
@@ -99,8 +107,11 @@ class _TemplateVersions:
         return self.found[wanted]
 
 
-def _message_of(*, domain: Domain, request: SendRequest, is_test: bool, versions: _TemplateVersions) -> Message:
-    """The unsaved `accepted` message a send request makes, its template rendered (400 when it cannot be)."""
+def _message_of(
+    *, domain: Domain, request: SendRequest, is_test: bool, versions: _TemplateVersions, api_key_name: str
+) -> Message:
+    """The unsaved `accepted` message a send request makes, its template rendered (400 when it cannot be),
+    with the Feedback-ID it goes out with (the key that sent it: `api_key_name`)."""
     subject, text, html, version = request.subject, request.text, request.html, None
     if request.template is not None:
         version = versions.get(request.template)
@@ -122,6 +133,9 @@ def _message_of(*, domain: Domain, request: SendRequest, is_test: bool, versions
         template_version=version.number if version else None,
         next_attempt_at=timezone.now(),
         is_test=is_test,
+        feedback_id=feedback_id(
+            template_slug=version.template.slug if version else None, api_key_name=api_key_name, domain_name=domain.name
+        ),
     )
 
 

@@ -56,14 +56,14 @@ _STATUS_AFTER: dict[str, str] = {
 # Dispatch's own account of a retry, of giving up or of a skipped recipient ("attempt 2: 451 ..."):
 # published whole as the diagnostic. The reply behind it, if any, is in the row's fields for the console.
 _NOTES = {MessageEventType.DEFERRED, MessageEventType.FAILED, MessageEventType.SUPPRESSED}
-# The events that may carry a cause (messaging/reply_causes.py): a receiver deferred or refused.
+# The events that may carry a reason and cause (messaging/refusals.py): a receiver deferred or refused.
 _FAILURES = {EventType.DELAYED, EventType.BOUNCED, EventType.FAILED}
 
 
 def event_fields(event: MessageEvent) -> dict[str, Any]:
     """The event's own fields in `data`: recipient, bounce_type, status_code, diagnostic,
-    smtp_response, feedback_type, cause and fix_check, as they apply. Copied from what the event row records as data
-    (the writers fill the fields: messaging/outbound/dispatch.py, its sandbox, messaging/inbound)."""
+    smtp_response, feedback_type, reason, cause and fix_check, as they apply. Copied from what the event row
+    records as data (the writers fill the fields: messaging/outbound/dispatch.py, its sandbox, messaging/inbound)."""
     public = PUBLIC_TYPE[event.type]
     fields: dict[str, Any] = {}
     if event.recipient:
@@ -74,6 +74,8 @@ def event_fields(event: MessageEvent) -> dict[str, Any]:
         return fields
     if public in (EventType.ACCEPTED, EventType.RECEIVED):
         return fields
+    if public in _FAILURES and event.reason:
+        fields["reason"] = event.reason
     if public in _FAILURES and event.cause:
         fields["cause"] = event.cause
         if event.fix_check:

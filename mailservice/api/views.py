@@ -61,7 +61,9 @@ class SendView(ApiView):
         domain = api_key.domain
 
         def send() -> dict[str, Any]:
-            message = message_send(domain=domain, request=send_request, is_test=api_key.is_test)
+            message = message_send(
+                domain=domain, request=send_request, is_test=api_key.is_test, api_key_name=api_key.name
+            )
             metrics.send_accepted(domain=domain.name, seconds=time.perf_counter() - started, is_test=message.is_test)
             logger.info("accepted", extra={"message_id": message.public_id, "domain": domain.name})
             return send_response(message)
@@ -94,7 +96,9 @@ class SendBatchView(ApiView):
         domain = api_key.domain
 
         def send() -> dict[str, Any]:
-            messages = message_send_batch(domain=domain, requests=send_requests, is_test=api_key.is_test)
+            messages = message_send_batch(
+                domain=domain, requests=send_requests, is_test=api_key.is_test, api_key_name=api_key.name
+            )
             metrics.batch_accepted(domain=domain.name, count=len(messages), is_test=api_key.is_test)
             logger.info("accepted a batch", extra={"messages": len(messages), "domain": domain.name})
             return {"data": [send_response(message) for message in messages]}

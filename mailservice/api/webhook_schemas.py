@@ -9,8 +9,8 @@ from drf_spectacular.utils import OpenApiResponse, OpenApiWebhook, extend_schema
 from rest_framework import serializers
 
 from mailservice.api.serializers import MessageSerializer
-from messaging.models import ReplyCause
-from messaging.reply_causes import FIX_CHECKS
+from messaging.models import RefusalReason, ReplyCause
+from messaging.refusals import FIX_CHECKS
 from webhooks.models import EventType
 
 SIGNATURE_NOTE = (
@@ -34,12 +34,20 @@ class EmailSmtpEventData(EmailEventData):
 
 
 class EmailFailureData(EmailSmtpEventData):
+    reason = serializers.ChoiceField(
+        choices=RefusalReason.values,
+        required=False,
+        help_text="Why the receiver deferred or refused it, as an application acts on it (docs/webhooks.md): "
+        "user_unknown, mailbox_disabled and domain_not_found suppress the address (remove it); mailbox_full, "
+        "rate_limited, greylisted, host_unreachable and expired are worth another try later; blocked, "
+        "spam_detected, authentication and policy are the sender's to fix; content_rejected (size, virus, "
+        "attachment); other",
+    )
     cause = serializers.ChoiceField(
         choices=ReplyCause.values,
         required=False,
-        help_text="Why the receiver deferred or refused it, when its reply says: authentication (SPF, DKIM, DMARC, "
-        "alignment, PTR), reputation (a blocklist, a poor reputation), rate_limited, policy (another of its rules), "
-        "mailbox (the address or mailbox), other",
+        help_text="Kept for compatibility, derived from `reason`: authentication, reputation (blocked, "
+        "spam_detected), rate_limited, policy, mailbox (the address or mailbox), other",
     )
     fix_check = serializers.ChoiceField(
         choices=FIX_CHECKS,

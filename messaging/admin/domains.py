@@ -33,7 +33,7 @@ from messaging.outbound.domain_holds import held_destinations
 from messaging.outbound.fleet_limits import relay_rate_status
 from messaging.outbound.overview import destination_overview
 from messaging.outbound.transports import delivery_mode
-from messaging.readiness.check import domain_readiness
+from messaging.readiness.check import REFUSAL_DAYS, domain_readiness
 from messaging.readiness.dns_checks import REPORT_MAILBOX, TLS_REPORT_MAILBOX
 from messaging.selectors import (
     SUMMARY_DAYS,
@@ -41,6 +41,7 @@ from messaging.selectors import (
     dmarc_daily,
     dmarc_failing_sources,
     dmarc_summary,
+    domain_refusal_health,
     tls_summary,
 )
 
@@ -187,8 +188,15 @@ class DomainMailAdmin(DomainAdmin):
     ) -> HttpResponse:
         url = reverse("admin:domains_domain_check_readiness", args=[object_id]) if object_id.isdigit() else ""
         domain = Domain.objects.filter(pk=object_id).first() if object_id.isdigit() else None
-        visible = domain is not None and self.has_view_permission(request, domain)
-        reports = _reports_context(domain, request) if domain is not None and visible else {}
+        reports = {}
+        if domain is not None and self.has_view_permission(request, domain):
+            health = domain_refusal_health(domain=domain, days=REFUSAL_DAYS)
+            messages_url = f"{reverse('admin:messaging_message_changelist')}?domain__id__exact={domain.pk}"
+            reports = {
+                **_reports_context(domain, request),
+                "refusal_health": health,
+                "refusal_messages_url": messages_url,
+            }
         context = {"check_readiness_url": url, **reports, **(extra_context or {})}
         return super().change_view(request, object_id, form_url, context)
 

@@ -21,7 +21,7 @@ from mailservice.console import (
     sandboxed_html,
 )
 from mailservice.errors import ApiError
-from messaging.models import Direction, Message, MessageEvent, Suppression
+from messaging.models import Direction, Message, MessageEvent, RefusalReason, Suppression
 from messaging.outbound.envelope import envelope_for
 from messaging.selectors import (
     recipient_outcomes,
@@ -59,6 +59,23 @@ def _event_status(event: MessageEvent) -> str:
     return " ".join(part for part in parts if part)
 
 
+class RefusalReasonFilter(admin.SimpleListFilter):
+    """Messages a receiver refused or deferred for one reason (messaging/refusals.py), with the domain filter:
+    a domain's messages by reason. Served by event_reason_idx."""
+
+    title = "refusal reason"
+    parameter_name = "reason"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(RefusalReason.choices)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Message]) -> QuerySet[Message]:
+        if self.value() not in RefusalReason.values:
+            return queryset
+        refused = MessageEvent.objects.filter(reason=self.value()).values("message_id")
+        return queryset.filter(id__in=refused)
+
+
 class MessageChangeList(ChangeList):
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Message]:
         return super().get_queryset(request, exclude_parameters).only(*_LIST_COLUMNS)
@@ -68,7 +85,14 @@ class MessageChangeList(ChangeList):
 class MessageAdmin(ConsoleModelAdmin):
     # Six columns fit 1366 px: the domain is in From, direction and status share one, the subject is cut short.
     list_display = ["public_id", "created", "state", "recipients_short", "subject_short", "from_address"]
-    list_filter = ["direction", "status", "is_test", "domain", ("created_at", admin.DateFieldListFilter)]
+    list_filter = [
+        "direction",
+        "status",
+        "is_test",
+        "domain",
+        RefusalReasonFilter,
+        ("created_at", admin.DateFieldListFilter),
+    ]
     list_select_related = ["domain"]
     search_fields = ["=public_id", "from_address", "to", "subject"]
     search_help_text = "A msg_… id finds that message; other words search from, to and subject."

@@ -11,9 +11,11 @@ A report only changes the state of a recipient whose delivery it proves (`_prove
 A report that proves nothing (or names only addresses it does not prove) is stored as received
 mail of the message's domain, with the reason in its event, and acted on in no way. Applying the
 same report twice changes nothing the second time.
-Per recipient: a complaint suppresses the address for good; a bounce goes through the policy that
-dispatch's refusals go through too (messaging/bounces.py): a hard one suppresses the address for good
-unless its cause is the sender's, and a soft one counts toward MAILSERVICE_SOFT_BOUNCE_LIMIT.
+Per recipient: a complaint suppresses the address for good; a bounce is classified by the classifier
+dispatch's refusals go through too (messaging/refusals.py), whose verdict decides hard or soft (the
+event's type and bounce_type) and goes through the same policy (messaging/bounces.py): only the
+recipient's own permanent failures suppress it for good, and a soft one counts toward
+MAILSERVICE_SOFT_BOUNCE_LIMIT.
 The message's status follows one rule (`_status_from_recipients`): `complained` as soon as any
 recipient complained; `bounced` once no recipient can have received it (each one bounced hard,
 was refused by the relay, or was skipped as suppressed); otherwise it keeps its status.
@@ -37,6 +39,7 @@ from messaging import sql
 from messaging.bounces import bounce_apply
 from messaging.inbound.aggregate.services import aggregate_receive
 from messaging.inbound.aggregate.tasks import aggregate_report_read_task
+from messaging.inbound.feedback_loops import FeedbackLoopTrust, feedback_loop_trust
 from messaging.inbound.reports import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome, classify_message
 from messaging.inbound.reports.reading import LINE_LIMIT
 from messaging.inbound.reports.status_codes import SMTP_REPLY
@@ -51,7 +54,6 @@ from messaging.inbound.routing import (
 from messaging.models import (
     SUBMITTED,
     AggregateKind,
-    BounceType,
     Direction,
     EventType,
     Message,
@@ -60,7 +62,7 @@ from messaging.models import (
     SuppressionReason,
     message_by_public_id,
 )
-from messaging.reply_causes import NO_CAUSE, Explained, explain
+from messaging.refusals import NO_FAILURE, Speaker, Verdict, classify_refusal
 from messaging.rfc5322.parsing import ParseBudgetExceeded, ReceivedMail, parse_bytes, received_fields
 from messaging.safeguards import safeguard_check
 from messaging.suppressions import suppression_add
@@ -237,39 +239,58 @@ _EVENT = {
     ReportedOutcome.DELAY: EventType.DELAYED,
     ReportedOutcome.COMPLAINT: EventType.COMPLAINED,
 }
-# Hard or soft, as the report's classification (messaging/inbound/reports/, `classify`) decided it.
-_BOUNCE_TYPE = {ReportedOutcome.BOUNCE: BounceType.HARD, ReportedOutcome.SOFT_BOUNCE: BounceType.SOFT}
+_BOUNCES = {ReportedOutcome.BOUNCE, ReportedOutcome.SOFT_BOUNCE}
 # Recipient events meaning the recipient did not get the message.
 _UNDELIVERED = {EventType.BOUNCED, EventType.RECIPIENT_REJECTED, EventType.SUPPRESSED}
 
 
-def _explained(recipient: RecipientReport) -> Explained:
+def report_verdict(recipient: RecipientReport) -> Verdict:
     """Why the receiver refused or deferred, from the report's status and the reply its diagnostic quotes
-    ("smtp; 550 5.7.515 Access denied ..."); a complaint has no cause."""
+    ("smtp; 550 5.7.515 Access denied ..."), as a refusal of the same reply during SMTP would be judged;
+    a complaint has no reason. A bounce whose status or reply is missing is still a failure: a 5.0.0
+    (or 4.0.0) stands in, so the words decide the reason."""
     if recipient.outcome == ReportedOutcome.COMPLAINT:
-        return NO_CAUSE
+        return NO_FAILURE
     quoted = SMTP_REPLY.search(recipient.diagnostic[:LINE_LIMIT])
-    return explain(int(quoted.group(1)) if quoted else None, recipient.status, recipient.diagnostic)
+    code = int(quoted.group(1)) if quoted else None
+    status = recipient.status
+    if code is None and not status:
+        status = "5.0.0" if recipient.outcome == ReportedOutcome.BOUNCE else "4.0.0"
+    gave_up = recipient.outcome == ReportedOutcome.SOFT_BOUNCE
+    return classify_refusal(code, status, recipient.diagnostic, Speaker.RECEIVER, gave_up=gave_up)
 
 
-def _apply(*, message: Message, address: str, recipient: RecipientReport) -> bool:
-    """Record one recipient's outcome; False when the same outcome was already recorded for it."""
-    event_type = _EVENT[recipient.outcome]
+def _event_type(recipient: RecipientReport, verdict: Verdict) -> str:
+    """The event of one recipient's outcome; a final failure is a bounce, hard or soft as the verdict says."""
+    if recipient.outcome in _BOUNCES:
+        return EventType.BOUNCED if verdict.hard else EventType.SOFT_BOUNCED
+    return _EVENT[recipient.outcome]
+
+
+def _apply(*, message: Message, address: str, recipient: RecipientReport, trust: FeedbackLoopTrust | None) -> bool:
+    """Record one recipient's outcome; False when the same outcome was already recorded for it. A
+    complaint records whether it came from a trusted feedback loop (`trust`), and says so in its detail."""
+    verdict = report_verdict(recipient)
+    event_type = _event_type(recipient, verdict)
     if MessageEvent.objects.filter(message=message, type=event_type, recipient=address).exists():
         return False
     feedback = f"feedback-type: {recipient.feedback_type}" if recipient.feedback_type else ""
-    explained = _explained(recipient)
+    authenticated = None
+    if recipient.outcome == ReportedOutcome.COMPLAINT and trust is not None:
+        authenticated, feedback = trust.trusted, "; ".join(part for part in (feedback, trust.why) if part)
     MessageEvent.objects.create(
         message=message,
         type=event_type,
         recipient=address,
-        detail=f"{recipient.diagnostic or feedback}{explained.note(message.domain.name)}",
+        detail=f"{recipient.diagnostic or feedback}{verdict.note(message.domain.name)}",
         enhanced_status=recipient.status[:16],
         diagnostic=recipient.diagnostic,
-        bounce_type=_BOUNCE_TYPE.get(recipient.outcome, ""),
+        bounce_type=verdict.bounce_type if recipient.outcome in _BOUNCES else "",
         feedback_type=recipient.feedback_type[:32],
-        cause=explained.cause,
-        fix_check=explained.check,
+        cause=verdict.cause,
+        fix_check=verdict.check,
+        reason=verdict.reason,
+        complaint_authenticated=authenticated,
     )
     metrics.report_recorded(domain=message.domain.name, outcome=recipient.outcome)
     if recipient.outcome == ReportedOutcome.COMPLAINT:
@@ -280,9 +301,8 @@ def _apply(*, message: Message, address: str, recipient: RecipientReport) -> boo
             source_message=message,
             detail=recipient.detail,
         )
-    elif recipient.outcome in _BOUNCE_TYPE:
-        kind = _BOUNCE_TYPE[recipient.outcome]
-        bounce_apply(message=message, address=address, kind=kind, cause=explained.cause, detail=recipient.detail)
+    elif recipient.outcome in _BOUNCES:
+        bounce_apply(message=message, address=address, verdict=verdict, detail=recipient.detail)
     return True
 
 
@@ -304,8 +324,31 @@ def _status_from_recipients(message: Message) -> None:
         metrics.message_status(domain=message.domain.name, status=status)
 
 
-def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, report_address: str, raw: bytes) -> None:
-    """Apply a bounce, delay or complaint to the sent message it is about.
+def _quoted_verp(verp: VerpId, report: Report) -> VerpId:
+    """A report at an address of the return-path domain with no return path of its own (`fbl@`,
+    `postmaster@`) that quotes the original's Return-Path, as a headers-only ARF does: the signed return
+    path it quotes, as if the report had reached it (whoever could quote it could address it). An unsigned
+    or malformed one names nothing: the Message-ID it quotes is tried next, never a guess."""
+    if verp.public_id or not report.original_return_path:
+        return verp
+    local, domain_name = address_split(report.original_return_path)
+    route = route_by_address(local, domain_name)
+    if route is None or route.kind != RouteKind.REPORT or not route.verp.signed:
+        return verp
+    return route.verp
+
+
+def report_process(
+    *,
+    parsed: ParsedMail,
+    verp: VerpId,
+    envelope_from: str,
+    report_address: str,
+    raw: bytes,
+    trust: FeedbackLoopTrust | None = None,
+) -> None:
+    """Apply a bounce, delay or complaint to the sent message it is about; a complaint with whether it
+    came from a trusted feedback loop (`trust`, messaging/inbound/feedback_loops.py).
 
     A report about no message we know is logged and dropped: there is nothing to update and no
     domain to show it to. Mail about a known message that is not a report (a vacation reply sent
@@ -313,6 +356,7 @@ def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, repo
     received mail of that domain.
     """
     report = parsed.report
+    verp = _quoted_verp(verp, report)
     message = _reported_message(verp=verp, original_message_id=report.original_message_id)
     if message is None:
         logger.warning(
@@ -342,7 +386,7 @@ def report_process(*, parsed: ParsedMail, verp: VerpId, envelope_from: str, repo
             )
             continue
         matched = True
-        changed |= _apply(message=message, address=address, recipient=recipient)
+        changed |= _apply(message=message, address=address, recipient=recipient, trust=trust)
     if not matched:
         why = proof.why_not or "report not applied: it names no recipient whose delivery it proves"
         kept = _store_received(
@@ -388,6 +432,9 @@ def inbound_deliver(
             verps.setdefault(route.verp, address)
         elif route.aggregate is not None:
             aggregates.add(route.aggregate)
+    # Before the transaction: verifying a complaint's DKIM signature takes a DNS lookup.
+    complaint = parsed.report.kind == ReportedOutcome.COMPLAINT
+    trust = feedback_loop_trust(raw=raw, envelope_from=envelope_from) if complaint else None
     refused: list[str] = []
     # Received mail alone is stored by one atomic statement; reports take several, in a transaction.
     several = verps or aggregates or return_path_domain() in by_domain
@@ -405,5 +452,7 @@ def inbound_deliver(
             else:
                 refused += addresses
         for verp, address in verps.items():
-            report_process(parsed=parsed, verp=verp, envelope_from=envelope_from, report_address=address, raw=raw)
+            report_process(
+                parsed=parsed, verp=verp, envelope_from=envelope_from, report_address=address, raw=raw, trust=trust
+            )
     return refused

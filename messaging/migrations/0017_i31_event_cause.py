@@ -1,5 +1,5 @@
 """Why a receiver deferred or refused mail: an event's `cause` and, for an authentication refusal, the
-readiness check to fix (messaging/reply_causes.py). Rows written before stay blank (no backfill): a
+readiness check to fix (since read by messaging/refusals.py). Rows written before stay blank (no backfill): a
 constant column default, so PostgreSQL adds each column without rewriting the table."""
 
 from django.db import migrations, models

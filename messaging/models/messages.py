@@ -93,6 +93,13 @@ class Message(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True, help_text="A worker holds the message until then")
     last_error = models.TextField(blank=True)
     message_id_header = models.CharField(max_length=255, blank=True, help_text="The RFC 5322 Message-ID")
+    feedback_id = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="The Feedback-ID header it goes out with: template or inline, API key, domain, sender id",
+    )
 
     # Received mail, and mail submitted over SMTP (messaging.submission), keep what arrived on the wire.
     envelope_from = models.TextField(blank=True)
@@ -183,7 +190,8 @@ class BounceType(models.TextChoices):
 
 
 class ReplyCause(models.TextChoices):
-    """Why a receiver refused or deferred mail, read from its reply's codes (messaging/reply_causes.py)."""
+    """Why a receiver refused or deferred mail: kept for compatibility, derived from its RefusalReason
+    (messaging/refusals.py CAUSE_OF)."""
 
     AUTHENTICATION = "authentication"  # SPF, DKIM, DMARC, alignment or PTR failed: `fix_check` names the check
     REPUTATION = "reputation"  # the sending address or domain is blocklisted or has a poor reputation
@@ -191,6 +199,27 @@ class ReplyCause(models.TextChoices):
     POLICY = "policy"  # another of the receiver's rules (RFC 3463 X.7.x) refused it
     MAILBOX = "mailbox"  # the recipient's address or mailbox (RFC 3463 X.1.x, X.2.x)
     OTHER = "other"  # a failure no known code explains
+
+
+class RefusalReason(models.TextChoices):
+    """Why a receiver refused or deferred mail, as an application acts on it (messaging/refusals.py).
+    Only user_unknown, mailbox_disabled and domain_not_found suppress the recipient; blocked,
+    spam_detected, authentication and policy are the sender's to fix."""
+
+    USER_UNKNOWN = "user_unknown"  # no such mailbox: remove the address
+    MAILBOX_FULL = "mailbox_full"  # try later
+    MAILBOX_DISABLED = "mailbox_disabled"  # the account is disabled or closed: remove the address
+    DOMAIN_NOT_FOUND = "domain_not_found"  # the domain does not exist or accepts no mail (null MX)
+    HOST_UNREACHABLE = "host_unreachable"  # no connection to the receiver
+    BLOCKED = "blocked"  # the sending address, domain or IP is blocked, or must confirm or be whitelisted
+    SPAM_DETECTED = "spam_detected"  # the message was taken for spam
+    CONTENT_REJECTED = "content_rejected"  # size, virus, attachment
+    AUTHENTICATION = "authentication"  # SPF, DKIM, DMARC, PTR: `fix_check` names the check
+    POLICY = "policy"  # another of the receiver's rules (relaying, TLS, the envelope sender)
+    RATE_LIMITED = "rate_limited"  # too much mail, too fast
+    GREYLISTED = "greylisted"  # deferred once on purpose (RFC 6647)
+    EXPIRED = "expired"  # a relay gave up after retrying
+    OTHER = "other"  # a failure no rule explains
 
 
 @dataclass(frozen=True)
@@ -208,6 +237,7 @@ class EventRecord:
     feedback_type: str = ""
     cause: str = ""
     fix_check: str = ""
+    reason: str = ""
 
     def row(self, message: "Message") -> "MessageEvent":
         return MessageEvent(message=message, **asdict(self))
@@ -258,6 +288,20 @@ class MessageEvent(models.Model):
         db_default="",
         help_text="An authentication refusal: the readiness check to fix (manage.py check_readiness DOMAIN)",
     )
+    complaint_authenticated = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="Complaints: from a trusted feedback loop (messaging/inbound/feedback_loops.py); "
+        "unauthenticated ones count toward the safeguard only with MAILSERVICE_COMPLAINTS_UNAUTHENTICATED=count",
+    )
+    reason = models.CharField(
+        max_length=20,
+        choices=RefusalReason.choices,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="Delays, bounces and failures: why, as an application acts on it (docs/webhooks.md)",
+    )
     # The webhook outbox: NULL until webhooks/services.py (`events_fan_out`) has turned the event into
     # deliveries. Every INSERT leaves it NULL, the hand-written ones included, so no event escapes the outbox.
     published_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -272,6 +316,11 @@ class MessageEvent(models.Model):
                 fields=["recipient", "created_at"],
                 condition=models.Q(type="soft_bounced"),
                 name="event_soft_bounce_idx",
+            ),
+            # the console's messages by refusal reason (messaging/admin/messages.py, RefusalReasonFilter)
+            # and a domain's refusal health (messaging/selectors.py, domain_refusal_health)
+            models.Index(
+                fields=["reason", "created_at", "message"], condition=~models.Q(reason=""), name="event_reason_idx"
             ),
             # webhooks fan-out: the events still in the outbox, oldest first
             models.Index(fields=["id"], condition=models.Q(published_at__isnull=True), name="event_outbox_idx"),

@@ -20,8 +20,9 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from domains.selectors import SigningKey
 from mailservice.encryption import UndecryptableSecret, decrypt_secret
 
-# The usual header set (RFC 6376 section 5.4.1), signed when present. From is signed one extra
-# time ("oversigned") so that a second From added in transit breaks the signature.
+# The usual header set (RFC 6376 section 5.4.1), signed when present, and the Feedback-ID Gmail's feedback
+# loop trusts only when signed (messaging/feedback_id.py). From is signed one extra time ("oversigned") so
+# that a second From added in transit breaks the signature.
 SIGNED_HEADERS = (
     "from",
     "to",
@@ -33,6 +34,7 @@ SIGNED_HEADERS = (
     "mime-version",
     "content-type",
     "content-transfer-encoding",
+    "feedback-id",
 )
 _WSP_RUN = re.compile(rb"[ \t]+")
 # Only the runs canonicalization changes (a tab, or two or more blanks), and only when there are

@@ -30,7 +30,7 @@ from django.utils import timezone
 from mailservice import metrics
 from mailservice.mailbox import comparison_key
 from messaging import sql
-from messaging.bounces import bounce_apply, bounce_type
+from messaging.bounces import bounce_apply
 from messaging.models import (
     BounceType,
     EventRecord,
@@ -43,8 +43,8 @@ from messaging.outbound.envelope import NotSent, Reply, SendResult
 from messaging.outbound.fleet_limits import is_slow_down, relay_slow_down
 from messaging.outbound.greylisting import is_greylisting
 from messaging.outbound.smtp_client import reply_of
-from messaging.outbound.transports import transport
-from messaging.reply_causes import NO_CAUSE, Explained, explain
+from messaging.outbound.transports import is_direct_delivery, transport
+from messaging.refusals import NO_FAILURE, Speaker, Verdict, classify_refusal
 
 logger = logging.getLogger(__name__)
 RECORD_RETRY_SECONDS = 0.5
@@ -113,9 +113,16 @@ def _retry(
     )
 
 
-def _explained(reply: Reply | None) -> Explained:
-    """Why the receiver refused or deferred, from `reply`'s codes (messaging/reply_causes.py)."""
-    return NO_CAUSE if reply is None else explain(reply.code, reply.enhanced_status, reply.text)
+def _verdict(reply: Reply | None) -> Verdict:
+    """Why the receiver refused or deferred, from `reply`'s codes (messaging/refusals.py): said by this
+    service (`reply.local`), by the recipient's MX in direct delivery, or by the relay."""
+    if reply is None:
+        return NO_FAILURE
+    if reply.local:
+        speaker = Speaker.SERVICE
+    else:
+        speaker = Speaker.RECEIVER if is_direct_delivery(settings.EMAIL_URL or "") else Speaker.RELAY
+    return classify_refusal(reply.code, reply.enhanced_status, reply.text, speaker)
 
 
 def _reply_event(
@@ -129,21 +136,21 @@ def _reply_event(
     host: str = "",
 ) -> EventRecord:
     """An event about the relay's `reply`, its parts recorded as fields; its detail is the reply itself unless
-    given, with the failure's cause (and for an authentication refusal, the check of `domain` to fix).
-    A bounce is hard or soft as messaging/bounces.py's `bounce_type` decides: here, once."""
-    hard_or_soft = bounce_type(reply.code, reply.enhanced_status) if bounce else ""
-    explained = _explained(reply)
+    given, with the failure's reason (and for an authentication refusal, the check of `domain` to fix).
+    A bounce is hard or soft as messaging/refusals.py's verdict says: here, once."""
+    verdict = _verdict(reply)
     return EventRecord(
         kind,
         recipient,
-        f"{reply if detail is None else detail}{explained.note(domain)}",
+        f"{reply if detail is None else detail}{verdict.note(domain)}",
         smtp_code=reply.code,
         enhanced_status=reply.enhanced_status,
         diagnostic=reply.text,
-        bounce_type=hard_or_soft,
+        bounce_type=verdict.bounce_type if bounce else "",
         remote_host=host or transport().host,
-        cause=explained.cause,
-        fix_check=explained.check,
+        cause=verdict.cause,
+        fix_check=verdict.check,
+        reason=verdict.reason,
     )
 
 
@@ -184,10 +191,11 @@ def _refused(result: SendResult) -> dict[str, Reply]:
 
 
 def _refusal_event(rcpt: str, reply: Reply, *, domain: str, host: str) -> EventRecord:
-    """A refused recipient: `recipient_rejected`, or for a server's 5xx with a 4.x.x status (a soft bounce,
-    messaging/bounces.py) `soft_bounced` under the address's suppression key, so that it counts toward the
-    soft-bounce limit with the ones reports bring. A 4xx it was left with is no bounce: it counts for nothing."""
-    if _is_refusal(reply) and bounce_type(reply.code, reply.enhanced_status) == BounceType.SOFT:
+    """A refused recipient: `recipient_rejected`, or for a server's 5xx the verdict calls soft (a 4.x.x status,
+    a full mailbox: messaging/refusals.py) `soft_bounced` under the address's suppression key, so that it
+    counts toward the soft-bounce limit with the ones reports bring. A 4xx it was left with is no bounce:
+    it counts for nothing."""
+    if _is_refusal(reply) and _verdict(reply).bounce_type == BounceType.SOFT:
         return _reply_event(EventType.SOFT_BOUNCED, comparison_key(rcpt), reply, domain=domain, bounce=True, host=host)
     return _reply_event(EventType.RECIPIENT_REJECTED, rcpt, reply, domain=domain, bounce=True, host=host)
 
@@ -241,13 +249,11 @@ def classify(message: Message, result: SendResult) -> SendOutcome:
 def _refusals_apply(message: Message, refusals: tuple[Refusal, ...]) -> None:
     """Each refused recipient through the bounce policy, as a report of the same reply would be."""
     for refusal in refusals:
-        reply = refusal.reply
         bounce_apply(
             message=message,
             address=comparison_key(refusal.recipient),
-            kind=bounce_type(reply.code, reply.enhanced_status),
-            cause=_explained(reply).cause,
-            detail=str(reply),
+            verdict=_verdict(refusal.reply),
+            detail=str(refusal.reply),
         )
 
 
@@ -320,10 +326,10 @@ def not_sent(
     """Put a claimed message back until `retry_at` without using an attempt: held, or the relay or a
     destination asked to slow down (or is at its limits) with `reply`, whose cause the event carries.
     The service's own doing, so a `held` event: in the message's history, never an `email.delayed`."""
-    explained = _explained(reply)
-    note = explained.note(message.domain.name)
+    verdict = _verdict(reply)
+    note = verdict.note(message.domain.name)
     detail = f"not sent, no attempt used: {why}; next try at {retry_at:%H:%M:%S} UTC{note}"
-    event = EventRecord(EventType.HELD, "", detail, cause=explained.cause, fix_check=explained.check)
+    event = EventRecord(EventType.HELD, "", detail, cause=verdict.cause, fix_check=verdict.check, reason=verdict.reason)
     return _retry([event], why, retry_at=retry_at, charged=False, slow_down=slow_down, follow_up=follow_up)
 
 

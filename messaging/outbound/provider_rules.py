@@ -6,7 +6,7 @@ text. A THROTTLE: the receiver (or the relay) asks to send more slowly. Dispatch
 destination's rate (messaging/outbound/fleet_limits.py), puts the message back without using an
 attempt and retries within seconds, at any stage of the conversation (greeting, MAIL, RCPT, DATA).
 Why a reply refused or deferred mail (authentication, reputation, rate, ...) is another question,
-answered for every failure reply by messaging/reply_causes.py.
+answered for every failure reply by messaging/refusals.py.
 
 Sources (read 2026-11):
 - Gmail: https://support.google.com/a/answer/3726730 ("Gmail SMTP errors and codes"): 421 4.7.0

@@ -9,7 +9,7 @@ sees what production would.
 
 from messaging.models import BounceType, EventRecord, EventType, Status
 from messaging.outbound.envelope import Reply
-from messaging.reply_causes import explain
+from messaging.refusals import classify_refusal
 
 SIMULATOR_DOMAIN = "simulator.test"
 # The replies a relay would give, recorded as it would record them (its detail: the reply itself).
@@ -19,18 +19,19 @@ SOFT_BOUNCE = Reply(452, "4.2.2 simulated soft bounce: mailbox full (test key)")
 
 
 def _simulated(kind: str, address: str, reply: Reply, bounce_type: str = "") -> EventRecord:
-    # The simulated failures are about mailboxes: their cause never names a domain's check to fix.
-    explained = explain(reply.code, reply.enhanced_status, reply.text)
+    # The simulated failures are about mailboxes: their reason never names a domain's check to fix.
+    verdict = classify_refusal(reply.code, reply.enhanced_status, reply.text)
     return EventRecord(
         kind,
         address,
-        f"{reply}{explained.note(domain=SIMULATOR_DOMAIN)}",
+        f"{reply}{verdict.note(domain=SIMULATOR_DOMAIN)}",
         smtp_code=reply.code,
         enhanced_status=reply.enhanced_status,
         diagnostic=reply.text,
         bounce_type=bounce_type,
-        cause=explained.cause,
-        fix_check=explained.check,
+        cause=verdict.cause,
+        fix_check=verdict.check,
+        reason=verdict.reason,
     )
 
 

@@ -1,6 +1,7 @@
 """The readiness check put together: the DNS checks of messaging/readiness/dns_checks.py, for the way
-mail leaves (EMAIL_URL), plus the domain's complaint rate from the daily message counts; stored as the domain's
-last check. Run by `manage.py check_readiness`, the console's "Check readiness" and the daily beat task.
+mail leaves (EMAIL_URL), plus the domain's complaint rate from the daily message counts and the refusals
+receivers blamed on the sender (`sender_refusals_check`); stored as the domain's last check. Run by
+`manage.py check_readiness`, the console's "Check readiness" and the daily beat task.
 
 Complaint rate: Gmail's Postmaster Tools rate is a daily one (complaints reported that day over mail
 sent that day), with a ceiling of 0.3 % and a target below 0.1 %; lifting Gmail's mitigation takes 7
@@ -30,12 +31,14 @@ from messaging.readiness.dns_checks import (
     readiness_dns_checks,
     readiness_save,
 )
+from messaging.selectors import domain_refusal_health
 
 logger = logging.getLogger(__name__)
 
 COMPLAINT_DAYS = 7
 COMPLAINT_CEILING = 0.003  # Gmail and Yahoo: never reach 0.3 %
 COMPLAINT_TARGET = 0.001  # Gmail: keep below 0.1 %
+REFUSAL_DAYS = 7  # the same week as the complaint rate
 
 
 def source_addresses() -> tuple[SourceAddress, ...]:
@@ -91,6 +94,21 @@ def complaint_rate_check(*, domain: Domain, today: date) -> Check:
     return Check("complaint_rate", Status.PASS, detail)
 
 
+def sender_refusals_check(*, domain: Domain) -> Check:
+    """`warn` when receivers refused or deferred any of the domain's messages of the last REFUSAL_DAYS days for
+    a reason that is the sender's to fix (blocked, spam_detected, authentication, policy: messaging/refusals.py),
+    with the count per reason. No threshold makes it fail: no provider publishes one for these, and a single
+    block already needs looking at."""
+    health = domain_refusal_health(domain=domain, days=REFUSAL_DAYS)
+    if not health.sent:
+        return Check("sender_refusals", Status.SKIP, f"nothing sent in the last {REFUSAL_DAYS} days")
+    if not health.refused:
+        return Check("sender_refusals", Status.PASS, f"none of {health.sent} messages of the last {REFUSAL_DAYS} days")
+    counts = ", ".join(f"{reason} {count}" for reason, count in health.by_reason.items())
+    detail = f"{health.refused} of {health.sent} messages of the last {REFUSAL_DAYS} days refused for the sender"
+    return Check("sender_refusals", Status.WARN, f"{detail}: {counts}")
+
+
 def domain_readiness(*, domain: Domain, now: datetime | None = None) -> Readiness:
     """Run every check and keep the result as the domain's last; raises ValidationFailed on a
     malformed MAILSERVICE_DNS_RESOLVER or MAILSERVICE_SOURCE_ADDRESSES."""
@@ -100,6 +118,7 @@ def domain_readiness(*, domain: Domain, now: datetime | None = None) -> Readines
     # else rolls them up. Events of the last ROLLUP_LAG wait for the next pass (messaging/aggregates.py).
     status_counts_rollup(now=now)
     checks.append(complaint_rate_check(domain=domain, today=now.date()))
+    checks.append(sender_refusals_check(domain=domain))
     readiness = Readiness(domain=domain.name, checks=checks)
     readiness_save(domain=domain, readiness=readiness, checked_at=now)
     return readiness

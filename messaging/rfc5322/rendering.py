@@ -204,6 +204,8 @@ def render_message(message: Message) -> RenderedMessage:
         if mailboxes:
             headers.append(_address_list(name, mailboxes))
     headers += [_subject(message.subject), f"Date: {format_datetime(message.created_at)}", f"Message-ID: {message_id}"]
+    if message.feedback_id:
+        headers.append(f"Feedback-ID: {message.feedback_id}")
     content_headers, body = _body(message)
     headers += ["MIME-Version: 1.0", *content_headers]
     data = ("\r\n".join(headers) + "\r\n\r\n").encode() + body

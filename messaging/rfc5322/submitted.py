@@ -58,28 +58,38 @@ def raw_fields(head: bytes) -> list[tuple[bytes, list[bytes]]]:
     return fields
 
 
-def submitted_wire(raw: bytes, *, message_id: str, date: datetime) -> bytes:
+def submitted_wire(raw: bytes, *, message_id: str, date: datetime, feedback_id: str = "") -> bytes:
     """The stored submission as it goes out: CRLF line endings (a bare CR or LF, refused since, in a
-    message stored before, becomes CRLF so no relay sees one), no Bcc field, and a Message-ID
-    and a Date added at the end of the header block when it has none. The body is untouched."""
+    message stored before, becomes CRLF so no relay sees one), no Bcc field, and a Message-ID, a Date
+    and the service's Feedback-ID (messaging/feedback_id.py; any the submitter wrote is replaced: the
+    feedback loop's identifiers are the service's) added at the end of the header block. The body is
+    untouched."""
     head, rest = split_head(raw)
     kept: list[bytes] = []
     present: set[bytes] = set()
     for name, lines in raw_fields(head):
         lowered = name.lower()
         present.add(lowered)
-        if lowered != b"bcc":
+        replaced = lowered == b"feedback-id" and bool(feedback_id)
+        if lowered != b"bcc" and not replaced:
             kept += lines
     if b"message-id" not in present:
         kept.append(f"Message-ID: {message_id}".encode())
     if b"date" not in present:
         kept.append(f"Date: {format_datetime(date)}".encode())
+    if feedback_id:
+        kept.append(f"Feedback-ID: {feedback_id}".encode())
     return BARE_LINE_BREAK.sub(b"\r\n", b"\r\n".join(kept) + (rest or b"\r\n\r\n"))
 
 
 def submitted_rendering(message: Message) -> RenderedMessage:
     """A stored submission ready to DKIM-sign: submitted_wire with the Message-ID and Date it was stored with."""
-    data = submitted_wire(bytes(message.raw or b""), message_id=message.message_id_header, date=message.created_at)
+    data = submitted_wire(
+        bytes(message.raw or b""),
+        message_id=message.message_id_header,
+        date=message.created_at,
+        feedback_id=message.feedback_id,
+    )
     return RenderedMessage(
         data=data,
         message_id=message.message_id_header,

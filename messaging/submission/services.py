@@ -16,6 +16,7 @@ from django.utils import timezone
 from apikeys.models import ApiKey, Permission
 from apikeys.services import apikey_authenticate
 from mailservice.errors import ErrorCode, PermissionDenied
+from messaging.feedback_id import feedback_id
 from messaging.models import Direction, Message, Status
 from messaging.rfc5322.parsing import body_text, parse_bytes, storable
 from messaging.rfc5322.submitted_headers import parse_submitted, refuse_bare_line_breaks
@@ -86,6 +87,7 @@ def submission_accept(*, submitter: Submitter, envelope_from: str, recipients: l
         raw=raw,
         next_attempt_at=timezone.now(),
         is_test=api_key.is_test,
+        feedback_id=feedback_id(template_slug=None, api_key_name=api_key.name, domain_name=domain.name),
     )
     message.message_id_header = headers.message_id[:255] or f"<{message.public_id}@{domain.name}>"
     return message_store(domain=domain, message=message)

@@ -22,9 +22,16 @@ from tests.factories import DomainFactory, MessageFactory
 pytestmark = pytest.mark.django_db
 
 
-def _events(domain, kind: str, n: int, *, at=None, is_test: bool = False, event_model=MessageEvent) -> None:
+def _events(
+    domain, kind: str, n: int, *, at=None, is_test: bool = False, event_model=MessageEvent, message_model=None
+) -> None:
     for _ in range(n):
-        message = MessageFactory(domain=domain, status=Status.DELIVERED, is_test=is_test)
+        if message_model is None:
+            message = MessageFactory(domain=domain, status=Status.DELIVERED, is_test=is_test)
+        else:  # the message table as a past migration left it
+            message = message_model.objects.create(
+                domain_id=domain.pk, direction="sent", status=Status.DELIVERED, is_test=is_test, to=[], cc=[], bcc=[]
+            )
         event = event_model.objects.create(message_id=message.pk, type=kind)
         if at is not None:
             MessageEvent.objects.filter(pk=event.pk).update(created_at=at)
@@ -99,10 +106,11 @@ def test_the_migration_takes_sandbox_mail_out_of_counts_rolled_up_before(domain)
     executor = MigrationExecutor(connection)
     try:
         executor.migrate(before)
-        # The event table as it was then (later migrations add columns the current model writes).
-        old_event = executor.loader.project_state(before).apps.get_model("messaging", "MessageEvent")
-        _events(domain, EventType.ACCEPTED, 14, event_model=old_event)
-        _events(domain, EventType.BOUNCED, 3, is_test=True, event_model=old_event)
+        # The tables as they were then (later migrations add columns the current models write).
+        old_apps = executor.loader.project_state(before).apps
+        old_event, old_message = (old_apps.get_model("messaging", name) for name in ("MessageEvent", "Message"))
+        _events(domain, EventType.ACCEPTED, 14, event_model=old_event, message_model=old_message)
+        _events(domain, EventType.BOUNCED, 3, is_test=True, event_model=old_event, message_model=old_message)
         # Counted as the rollup counted them before it left sandbox mail out.
         for kind, at in MessageEvent.objects.values_list("type", "created_at"):
             for model, period in (

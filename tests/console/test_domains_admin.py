@@ -11,7 +11,7 @@ from django.utils import timezone
 from domains.models import DailyUsage, DkimKeyState, Domain, SendingControl
 from domains.services import sending_pause
 from mailservice.encryption import decrypt_secret
-from messaging.models import Status
+from messaging.models import EventType, MessageEvent, Status
 from messaging.outbound.fleet_limits import relay_slow_down
 from tests.factories import DomainFactory, MessageFactory, _shared_dkim_key_pair
 
@@ -123,6 +123,22 @@ def test_the_change_page_lists_the_records_to_publish(operator, settings):
     assert f'data-copy="v=DKIM1; k=rsa; p={_shared_dkim_key_pair()[1]}"' in html
     assert "<code>bounces.mailservice.test</code>" in html and 'data-copy="10 mx.mailservice.test."' in html
     assert "Not shown until configured" not in html
+
+
+def test_the_change_page_shows_refusals_for_the_sender_with_links_to_their_messages(operator, domain):
+    page = f"{LIST}{domain.pk}/change/"
+    assert "None of 0 messages sent." in operator.get(page).content.decode()
+    for reason in ("blocked", "authentication", "user_unknown"):
+        message = MessageFactory(domain=domain, status=Status.BOUNCED)
+        MessageEvent.objects.create(message=message, type=EventType.BOUNCED, recipient="a@example.org", reason=reason)
+
+    html = operator.get(page).content.decode()
+
+    section = html[html.index('id="sender-refusals"') :]
+    assert "2 of 3 messages sent:" in section
+    link = f"/admin/messaging/message/?domain__id__exact={domain.pk}&amp;reason=blocked"
+    assert f'<a href="{link}" data-reason="blocked">blocked: 1</a>' in section
+    assert 'data-reason="user_unknown"' not in section  # the recipient's own: suppressed, not the sender's
 
 
 def test_the_change_page_names_the_settings_that_would_add_records(operator, settings):

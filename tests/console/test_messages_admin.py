@@ -92,6 +92,18 @@ def test_filters_by_direction_status_domain_and_date(operator, domain):
     assert len(listed_ids(operator.get(LIST, {"created_at__gte": f"{today} 00:00:00+00:00"}))) == 3
 
 
+def test_a_domains_messages_filter_by_refusal_reason(operator, domain):
+    blocked, unknown, other_domain = (MessageFactory(domain=d) for d in (domain, domain, DomainFactory()))
+    for message, reason in ((blocked, "blocked"), (unknown, "user_unknown"), (other_domain, "blocked")):
+        MessageEvent.objects.create(message=message, type=EventType.BOUNCED, recipient="a@example.org", reason=reason)
+
+    by_domain = {"domain__id__exact": domain.pk}
+    assert listed_ids(operator.get(LIST, {**by_domain, "reason": "blocked"})) == {blocked.public_id}
+    assert listed_ids(operator.get(LIST, {**by_domain, "reason": "user_unknown"})) == {unknown.public_id}
+    assert listed_ids(operator.get(LIST, {"reason": "blocked"})) == {blocked.public_id, other_domain.public_id}
+    assert 'href="?reason=spam_detected"' in operator.get(LIST).content.decode()  # every reason is offered
+
+
 def test_the_detail_page_shows_the_timeline_text_and_sandboxed_html(operator, domain):
     message = MessageFactory(domain=domain, text="Plain <body>", html="<script>alert(1)</script><p>Hi</p>")
     MessageEvent.objects.create(message=message, type=EventType.ACCEPTED)

@@ -15,7 +15,12 @@ from django.utils import timezone
 from domains.dns import dkim_record
 from domains.models import DkimKeyState, DomainReadiness
 from messaging.models import CountedEvent, DailyStatusCount, EventType, MessageEvent
-from messaging.readiness.check import complaint_rate_check, domain_readiness, source_addresses
+from messaging.readiness.check import (
+    complaint_rate_check,
+    domain_readiness,
+    sender_refusals_check,
+    source_addresses,
+)
 from messaging.tasks import readiness_check_task
 from tests.dns_server import dns_server
 from tests.factories import DomainFactory, MessageFactory
@@ -25,7 +30,7 @@ pytestmark = pytest.mark.django_db
 RETURN_PATH = "bounces.mailservice.test"
 RELAY_SPF = "spf.relay.test"
 REPORTS = f"dmarc-reports@{RETURN_PATH}"
-IDS = ["spf", "spf_lookups", "dkim", "dmarc", "alignment", "ptr", "dmarc_reports", "complaint_rate"]
+IDS = ["spf", "spf_lookups", "dkim", "dmarc", "alignment", "ptr", "dmarc_reports", "complaint_rate", "sender_refusals"]
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +94,7 @@ def test_a_ready_domain_passes_and_json_has_the_issues_shape(domain):
         "ptr": "skip",
         "dmarc_reports": "pass",
         "complaint_rate": "skip",
+        "sender_refusals": "skip",
     }
     stored = DomainReadiness.objects.get(domain=domain)
     assert stored.checks == report["checks"]
@@ -281,6 +287,29 @@ def test_the_complaint_rate_counts_sends_no_dashboard_view_has_rolled_up(domain)
     check = {c.id: c for c in domain_readiness(domain=domain).checks}["complaint_rate"]
 
     assert check.status == "pass" and "(0 complaints / 3 sent)" in check.detail, check.detail
+
+
+def _refused(domain, *reasons: str, event_type: str = EventType.RECIPIENT_REJECTED) -> None:
+    message = MessageFactory(domain=domain, status="delivered")
+    for reason in reasons:
+        MessageEvent.objects.create(message_id=message.pk, type=event_type, recipient="a@example.org", reason=reason)
+
+
+def test_refusals_for_the_sender_warn_with_their_counts_and_the_recipients_own_do_not(domain):
+    assert sender_refusals_check(domain=domain).status == "skip"
+    _refused(domain, "user_unknown")
+    _refused(domain, "mailbox_full")
+    assert sender_refusals_check(domain=domain).status == "pass"
+
+    _refused(domain, "blocked", "blocked")  # the RCPT refusal and the bounce it led to: one message
+    _refused(domain, "blocked")
+    _refused(domain, "authentication")
+    _refused(domain, "rate_limited", event_type=EventType.HELD)  # the service's own put-back: not counted
+    _refused(domain, "spam_detected", event_type=EventType.HELD)
+
+    check = sender_refusals_check(domain=domain)
+    assert check.status == "warn"
+    assert check.detail == "3 of 7 messages of the last 7 days refused for the sender: authentication 1, blocked 2"
 
 
 def test_the_console_page_shows_the_last_check_escaped(zone, domain, client):

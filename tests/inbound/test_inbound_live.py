@@ -132,7 +132,7 @@ def test_a_hard_bounce_marks_the_message_bounced_and_suppresses_the_address(inbo
     assert (event.recipient, event.enhanced_status, event.detail) == (
         "gone@example.org",
         "5.1.1",
-        "smtp; 550 5.1.1 <gone@example.org>: Recipient address rejected (cause: mailbox)",
+        "smtp; 550 5.1.1 <gone@example.org>: Recipient address rejected (reason: user_unknown)",
     )
     assert Suppression.objects.filter(domain=domain, address="gone@example.org", reason="bounce").exists()
     assert get(web, full_key, "/v1/messages?direction=received").json()["data"] == []

@@ -4,7 +4,6 @@ A regression set, not the goal: the rules in messaging.inbound.reports come from
 (RFC 3464/3463/6533/5965 and vendors' documents). The measured figures are in docs/inbound.md.
 """
 
-import base64
 import csv
 import re
 from dataclasses import dataclass
@@ -12,20 +11,15 @@ from functools import cache
 from pathlib import Path
 
 from messaging.inbound.reports import Report, ReportedOutcome, classify
-from messaging.rfc5322.parsing import addresses, parse_bytes, part_text, subparts
+from messaging.inbound.services import report_verdict
+from messaging.rfc5322.parsing import addresses, parse_bytes
+from tests.inbound.corpus import innocent_addresses, message_text
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "bounces" / "sisimai"
 # Rows read differently, with the reason (CORRECTIONS.md beside the table).
 CORRECTED_PERM = {"lhost-sendmail-56.eml": "permanent"}
 CORRECTED_FAILED_COUNT = {"lhost-qmail-25.eml": 2}
 FAILURES = {ReportedOutcome.BOUNCE, ReportedOutcome.SOFT_BOUNCE, ReportedOutcome.DELAY}
-_ENCODED_WORD = re.compile(r"=\?utf-8\?b\?([^?]{0,400})\?=", re.IGNORECASE)
-# Fields in which a report or the returned message names a recipient that failed (RFC 3464, Exim/Google).
-_FAILED_FIELD = re.compile(
-    r"^(?:final-recipient|original-recipient|x-failed-recipients)[ \t]*:([^\n]{0,500})", re.I | re.M
-)
-_LIST_HEADERS = ("List-Post", "List-Owner", "List-Help", "List-Id", "X-Mailing-List", "Mailing-List", "X-BeenThere")
-_MAILTO = re.compile(r"[^\s<>:@,;\"]{1,64}@[A-Za-z0-9.\-]{1,253}")
 
 
 @dataclass(frozen=True)
@@ -64,43 +58,10 @@ def detected(case: Case) -> bool:
     return case.report is not None and any(r.outcome in FAILURES for r in case.report.recipients)
 
 
-def message_text(raw: bytes) -> str:
-    """Everything the message says, raw and decoded: where a right address must occur."""
-    message = parse_bytes(raw)
-    decoded = " ".join(part_text(part) or "" for part in message.walk() if not part.is_multipart())
-    text = raw.decode("utf-8", "replace") + " " + decoded
-    # Decoded before lower-casing: base64 is case-sensitive.
-    return _ENCODED_WORD.sub(lambda match: base64.b64decode(match.group(1)).decode("utf-8", "replace"), text).lower()
-
-
 def right_addresses(case: Case) -> bool:
     found = {recipient.address for recipient in case.report.recipients}
     text, sender = message_text(case.raw), set(addresses(parse_bytes(case.raw), "From"))
     return len(found) == case.failed_count and all(a and a in text and a not in sender for a in found)
-
-
-def innocent_addresses(raw: bytes) -> set[str]:
-    """Addresses that did not fail: the report's own sender and recipient, the returned message's
-    sender, and list addresses; a sender that also is a recipient a failure field or the returned
-    message's To/Cc names (someone who mailed themselves) is not innocent, a list address always is."""
-    message = parse_bytes(raw)
-    returned = [
-        subparts(part)[0]
-        for part in message.walk()
-        if part.get_content_type() in {"message/rfc822", "message/global"} and subparts(part)
-    ]
-    senders = set(addresses(message, "From", "To", "Reply-To", "Return-Path", "Sender"))
-    recipients = {
-        value.lower()
-        for field in _FAILED_FIELD.findall(raw.decode("utf-8", "replace"))
-        for value in _MAILTO.findall(field)
-    }
-    lists: set[str] = set()
-    for original in returned:
-        senders |= set(addresses(original, "From", "Reply-To", "Return-Path", "Sender"))
-        recipients |= set(addresses(original, "To", "Cc"))
-        lists |= {found.lower() for name in _LIST_HEADERS for found in _MAILTO.findall(str(original.get(name, "")))}
-    return (senders - recipients) | lists
 
 
 def names_a_wrong_address(case: Case) -> bool:
@@ -188,3 +149,96 @@ def test_no_temporary_only_failure_is_taken_as_a_hard_bounce():
 def test_complaints_are_recognised():
     complaints = [case for case in cases() if case.kind == "complaint"]
     assert [case.file for case in complaints if case.report.kind != "complaint"] == []
+
+
+# --- reasons ------------------------------------------------------------------------------------------
+
+# Sisimai's reasons (lib/Sisimai/Reason/*.pm, its documentation of each) mapped onto ours: the reasons of
+# ours each of its labels may be. Written from sisimai's definitions before the figures were read.
+# `onhold` and `undefined` (sisimai could not decide) are not scored.
+SISIMAI_REASONS: dict[str, set[str]] = {
+    "userunknown": {"user_unknown"},
+    "hasmoved": {"user_unknown"},
+    "suspend": {"mailbox_disabled"},
+    "hostunknown": {"domain_not_found"},
+    "notaccept": {"domain_not_found"},  # null MX, or a host that accepts no mail at all
+    "mailboxfull": {"mailbox_full"},
+    "systemfull": {"mailbox_full", "other"},
+    "expired": {"expired"},
+    "networkerror": {"host_unreachable", "domain_not_found"},
+    "blocked": {"blocked"},  # the client's IP address or host name
+    "badreputation": {"blocked"},
+    "rejected": {"blocked", "policy", "authentication"},  # the envelope sender's address or domain
+    "authfailure": {"authentication"},
+    "requireptr": {"authentication"},
+    "spamdetected": {"spam_detected"},
+    "virusdetected": {"content_rejected"},
+    "contenterror": {"content_rejected"},
+    "mesgtoobig": {"content_rejected"},
+    "exceedlimit": {"content_rejected"},
+    "policyviolation": {"policy", "content_rejected"},
+    "securityerror": {"policy", "authentication"},
+    "notcompliantrfc": {"policy", "content_rejected"},
+    "norelaying": {"policy"},
+    "failedstarttls": {"policy"},
+    "filtered": {"user_unknown", "policy", "blocked", "spam_detected", "content_rejected"},  # a recipient's filter
+    "toomanyconn": {"rate_limited"},
+    "speeding": {"rate_limited"},
+    "systemerror": {"other", "host_unreachable"},
+    "mailererror": {"other"},
+    "syntaxerror": {"other", "policy"},
+}
+# Sisimai's labels for a block of the sender: never a reason to suppress the recipient.
+SENDER_BLOCKS = {"blocked", "badreputation", "rejected", "authfailure", "requireptr", "spamdetected", "policyviolation"}
+
+
+@dataclass(frozen=True)
+class Scored:
+    file: str
+    sisimai: str
+    ours: str
+    suppresses: bool
+
+
+@cache
+def scored_recipients() -> list[Scored]:
+    """Each failed recipient of a detected bounce with sisimai's label: by address when the table lists one
+    per reason, else the case's one label when all its recipients share it."""
+    with (CORPUS / "expectations.csv").open() as table:
+        rows = {row["file_id"]: row for row in csv.DictReader(table)}
+    found = []
+    for case in bounces():
+        if not detected(case):
+            continue
+        row = rows[case.file]
+        labels, named = row["expected_reasons"].split(";"), row["expected_addresses"].split()
+        by_address = dict(zip(named, labels, strict=True)) if len(named) == len(labels) else {}
+        for recipient in case.report.recipients:
+            if recipient.outcome not in FAILURES:
+                continue
+            label = by_address.get(recipient.address) or (labels[0] if len(set(labels)) == 1 else "")
+            if label in SISIMAI_REASONS:
+                verdict = report_verdict(recipient)
+                found.append(Scored(case.file, label, verdict.reason, verdict.suppresses))
+    return found
+
+
+# Issue 42's goals are 90 % agreement and no sender block suppressing; measured 2026-12-05: 68.45 % and 5.
+# These floors keep what is reached from slipping; the goals are not met (docs/inbound.md says so).
+AGREEMENT_FLOOR = 0.68
+SENDER_BLOCKS_SUPPRESSING_CEILING = 5
+
+
+def test_reasons_agree_with_sisimais_labels(record_property):
+    scored = scored_recipients()
+    disagree = [(s.file, s.sisimai, s.ours) for s in scored if s.ours not in SISIMAI_REASONS[s.sisimai]]
+    agreement = 1 - len(disagree) / len(scored)
+    record_property("figure: reason agreement with sisimai", f"{agreement:.2%} of {len(scored)} recipients")
+    assert len(scored) >= 500
+    assert agreement >= AGREEMENT_FLOOR, disagree
+
+
+def test_blocks_of_the_sender_taken_as_suppressing(record_property):
+    taken = [(s.file, s.sisimai, s.ours) for s in scored_recipients() if s.sisimai in SENDER_BLOCKS and s.suppresses]
+    record_property("figure: sender blocks taken as suppressing", len(taken))
+    assert len(taken) <= SENDER_BLOCKS_SUPPRESSING_CEILING, taken

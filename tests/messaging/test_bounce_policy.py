@@ -1,7 +1,7 @@
 """The bounce policy (messaging/bounces.py) for dispatch's refusals: hard or soft, and whether it suppresses,
-as a report of the same reply would decide. Dispatch runs in-process against a real SMTP server
-(aiosmtpd on loopback) that refuses, on both SQL paths; Postfix refusing at RCPT is
-tests/messaging/test_refusals_suppress.py."""
+as the one classifier (messaging/refusals.py) decides for a report of the same reply too. Dispatch runs
+in-process against a real SMTP server (aiosmtpd on loopback) that refuses, on both SQL paths; Postfix
+refusing at RCPT is tests/messaging/test_refusals_suppress.py."""
 
 from datetime import timedelta
 
@@ -9,10 +9,9 @@ import pytest
 from django.utils import timezone
 
 from domains.models import Domain
-from messaging.bounces import bounce_type, suppresses
 from messaging.models import BounceType, EventType, Message, Suppression, SuppressionReason
 from messaging.outbound.dispatch import dispatch_batch
-from messaging.reply_causes import explain
+from messaging.refusals import classify_refusal
 from tests.factories import MessageFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("sql_path")]
@@ -36,7 +35,7 @@ def sent(domain: Domain, *recipients: str) -> Message:
     [
         ("550 5.1.1 <bob@example.org>: Recipient address rejected: User unknown", BounceType.HARD, True),
         ("550 Requested action not taken: mailbox unavailable", BounceType.HARD, True),
-        ("554 5.0.0 Rejected", BounceType.HARD, True),  # nothing blames the sender: the address
+        ("554 5.0.0 Rejected", BounceType.HARD, False),  # nothing says the address is the problem
         ("552 4.2.2 Mailbox full", BounceType.SOFT, False),
         ("550 5.7.1 Sender blocked: requires confirmation, see whitelist", BounceType.HARD, False),
         ("554 5.7.1 Service unavailable; client host blocked using zen.spamhaus.org", BounceType.HARD, False),
@@ -47,8 +46,9 @@ def sent(domain: Domain, *recipients: str) -> Message:
 def test_the_policy_suppresses_for_the_address_never_for_the_sender(reply, kind, suppressed):
     code, text = int(reply[:3]), reply[4:]
     status = text.split()[0] if text[:1].isdigit() else ""
-    assert bounce_type(code, status) == kind
-    assert suppresses(kind, explain(code, status, text).cause) is suppressed
+    verdict = classify_refusal(code, status, text)
+    assert verdict.bounce_type == kind
+    assert verdict.suppresses is suppressed
 
 
 def test_a_refusal_to_data_suppresses_the_recipients_of_its_transaction(sink, domain):
@@ -89,6 +89,6 @@ def test_a_refusal_for_the_sender_is_a_hard_bounce_that_suppresses_no_one(sink, 
     message = sent(domain, "carol@example.org", "bob@example.org")
 
     event = message.events.get(type=EventType.RECIPIENT_REJECTED)
-    assert (event.recipient, event.bounce_type, event.cause) == ("carol@example.org", "hard", "policy")
+    assert (event.recipient, event.bounce_type, event.reason) == ("carol@example.org", "hard", "blocked")
     assert not Suppression.objects.exists()
     assert message.status == "delivered"

@@ -284,7 +284,7 @@ def test_an_authentication_refusal_fails_the_recipient_with_what_to_fix(receiver
     message = fresh(message)
     assert message.status == Status.BOUNCED
     details = [event.detail for event in message.events.all()]
-    fix = "(cause: authentication — fix the dmarc check: manage.py check_readiness"
+    fix = "(reason: authentication — fix the dmarc check: manage.py check_readiness"
     assert any(text in detail and fix in detail for detail in details), details
     assert fix in message.last_error
 

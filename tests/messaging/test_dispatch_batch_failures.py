@@ -77,7 +77,7 @@ def test_a_slow_down_after_one_recipient_got_the_message_records_it_and_gives_th
     refused = message.events.get(type=EventType.RECIPIENT_REJECTED)
     assert (refused.recipient, refused.detail) == (
         "b@example.org",
-        "421 4.7.0 Too many messages, closing (cause: rate_limited)",
+        "421 4.7.0 Too many messages, closing (reason: rate_limited)",
     )
     assert stored(rest) == (Status.ACCEPTED, 0, None, [])
     assert "421 4.7.0" in relay_rate_status()["reason"]

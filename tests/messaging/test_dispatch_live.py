@@ -160,7 +160,7 @@ def test_a_permanent_550_bounces_the_message():
         stack.wait_for_status(message_id, "bounced")
 
     message = Message.objects.get(public_id=message_id)
-    assert (message.attempts, message.last_error) == (1, "550 5.7.1 Message rejected (cause: policy)")
+    assert (message.attempts, message.last_error) == (1, "550 5.7.1 Message rejected (reason: policy)")
     assert sink.received == []
 
 
@@ -172,7 +172,10 @@ def test_a_recipient_refused_with_550_does_not_stop_delivery_to_the_others():
 
     assert [received.rcpt_tos for received in sink.received] == [["bob@example.org"]]
     rejected = Message.objects.get(public_id=message_id).events.get(type="recipient_rejected")
-    assert (rejected.recipient, rejected.detail) == ("gone@example.org", "550 5.1.1 No such user (cause: mailbox)")
+    assert (rejected.recipient, rejected.detail) == (
+        "gone@example.org",
+        "550 5.1.1 No such user (reason: user_unknown)",
+    )
 
 
 def test_an_unreachable_relay_fails_the_message_once_every_attempt_is_used():

@@ -77,10 +77,13 @@ def test_a_suppressed_recipient_keeps_the_others_at_their_own_index(sink, domain
 @pytest.mark.parametrize(
     ("refusal", "expected"),
     [
-        ({"rejected_rcpts": {"a@example.org": "550 5.1.1 No such user"}}, "550 5.1.1 No such user (cause: mailbox)"),
+        (
+            {"rejected_rcpts": {"a@example.org": "550 5.1.1 No such user"}},
+            "550 5.1.1 No such user (reason: user_unknown)",
+        ),
         (
             {"data_replies": ["554 5.7.1 Rejected for a@example.org"]},
-            "554 5.7.1 Rejected for a@example.org (cause: policy)",
+            "554 5.7.1 Rejected for a@example.org (reason: policy)",
         ),
     ],
     ids=["at-rcpt", "at-data"],
@@ -106,7 +109,7 @@ def test_every_recipients_transaction_refused_for_good_bounces_the_message(sink)
     dispatch_batch()
 
     message.refresh_from_db()
-    assert (message.status, message.last_error) == (Status.BOUNCED, "550 5.7.1 Message rejected (cause: policy)")
+    assert (message.status, message.last_error) == (Status.BOUNCED, "550 5.7.1 Message rejected (reason: policy)")
     assert sink.received == []
 
 

@@ -58,7 +58,7 @@ def recorded(event: MessageEvent) -> tuple:
             (
                 EventType.BOUNCED,
                 "",
-                "554 5.7.1 rejected by policy (cause: policy)",
+                "554 5.7.1 rejected by policy (reason: policy)",
                 554,
                 "5.7.1",
                 "5.7.1 rejected by policy",
@@ -68,7 +68,7 @@ def recorded(event: MessageEvent) -> tuple:
         (
             "550 no such user",
             Status.BOUNCED,
-            (EventType.BOUNCED, "", "550 no such user (cause: mailbox)", 550, "", "no such user", "hard"),
+            (EventType.BOUNCED, "", "550 no such user (reason: user_unknown)", 550, "", "no such user", "hard"),
         ),
     ],
     ids=["2xx", "4xx", "5xx", "5xx-without-enhanced-status"],
@@ -85,9 +85,10 @@ def test_the_relay_reply_to_data_is_recorded_as_fields(sink, reply, status, even
 
 
 @pytest.mark.parametrize(
-    ("refusal", "bounce_type"), [("452 4.2.2 mailbox full", "soft"), ("550 5.1.1 user unknown", "hard")]
+    ("refusal", "bounce_type", "reason"),
+    [("452 4.2.2 mailbox full", "soft", "mailbox_full"), ("550 5.1.1 user unknown", "hard", "user_unknown")],
 )
-def test_a_refused_recipient_is_recorded_with_its_reply_and_bounce_type(sink, refusal, bounce_type):
+def test_a_refused_recipient_is_recorded_with_its_reply_and_bounce_type(sink, refusal, bounce_type, reason):
     sink.behaviour.rejected_rcpts = {"carol@example.org": refusal}
     message = due("bob@example.org", "carol@example.org")
 
@@ -98,7 +99,7 @@ def test_a_refused_recipient_is_recorded_with_its_reply_and_bounce_type(sink, re
     assert recorded(rejected) == (
         EventType.RECIPIENT_REJECTED,
         "carol@example.org",
-        f"{refusal} (cause: mailbox)",
+        f"{refusal} (reason: {reason})",
         int(code),
         text.split()[0],
         text,

@@ -91,10 +91,10 @@ def test_a_postfix_mx_refusing_an_unknown_user_suppresses_it_and_the_next_send_c
         refused = message.events.get(type=EventType.RECIPIENT_REJECTED, recipient="nobody@example.test")
         assert refused.smtp_code == 550 and refused.enhanced_status == "5.1.1"
         webhook = event_fields(refused)
-        assert webhook["bounce_type"] == "hard" and webhook["cause"] == "mailbox"
+        assert (webhook["bounce_type"], webhook["reason"], webhook["cause"]) == ("hard", "user_unknown", "mailbox")
         assert "User unknown in relay recipient table" in webhook["smtp_response"]
         blocked = message.events.get(type=EventType.RECIPIENT_REJECTED, recipient="carol@example.test")
-        assert (blocked.bounce_type, blocked.cause) == ("hard", "policy")
+        assert (blocked.bounce_type, blocked.reason, blocked.cause) == ("hard", "blocked", "reputation")
         assert_refusal_policy(domain, sent, server, "nobody@example.test")
 
 
@@ -112,8 +112,8 @@ def test_a_postfix_relay_refusing_an_unknown_user_suppresses_it_and_the_next_sen
 
         assert message.status == Status.BOUNCED, message.last_error
         refusals = message.events.filter(type=EventType.RECIPIENT_REJECTED)
-        assert {(e.recipient, e.enhanced_status, e.cause) for e in refusals} == {
-            ("nobody@example.org", "5.1.1", "mailbox"),
-            ("carol@example.org", "5.7.1", "policy"),
+        assert {(e.recipient, e.enhanced_status, e.reason) for e in refusals} == {
+            ("nobody@example.org", "5.1.1", "user_unknown"),
+            ("carol@example.org", "5.7.1", "blocked"),
         }
         assert_refusal_policy(domain, sent, server, "nobody@example.org")

@@ -106,7 +106,7 @@ def test_a_test_key_over_smtp_never_reaches_the_relay_and_is_read_only_by_test_k
     assert stored.is_test and stored.status == Status.BOUNCED
     assert list(stored.events.values_list("type", "detail")) == [
         (EventType.ACCEPTED, ""),
-        (EventType.BOUNCED, f"{HARD_BOUNCE} (cause: mailbox)"),
+        (EventType.BOUNCED, f"{HARD_BOUNCE} (reason: user_unknown)"),
     ]
     assert not DailyUsage.objects.filter(sent_count__gt=0).exists()
 

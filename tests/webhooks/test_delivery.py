@@ -104,17 +104,18 @@ def test_a_delivery_is_signed_per_standard_webhooks_and_carries_the_message(doma
         ),
         (
             MessageEventType.BOUNCED,
-            {"detail": "550 5.7.26 DMARC (cause: authentication — fix the dmarc check: …)", "smtp_code": 550}
-            | {"diagnostic": "5.7.26 DMARC", "cause": "authentication", "fix_check": "dmarc", "bounce_type": "hard"},
+            {"detail": "550 5.7.26 DMARC (reason: authentication — fix the dmarc check: …)", "smtp_code": 550}
+            | {"diagnostic": "5.7.26 DMARC", "cause": "authentication", "fix_check": "dmarc", "bounce_type": "hard"}
+            | {"reason": "authentication"},
             {"smtp_response": "550 5.7.26 DMARC", "bounce_type": "hard", "cause": "authentication"}
-            | {"fix_check": "dmarc"},
+            | {"fix_check": "dmarc", "reason": "authentication"},
         ),
         (
             MessageEventType.FAILED,
-            {"detail": "attempt 5, giving up: 421 4.7.28 rate limited (cause: rate_limited)", "smtp_code": 421}
-            | {"cause": "rate_limited"},
-            {"diagnostic": "attempt 5, giving up: 421 4.7.28 rate limited (cause: rate_limited)"}
-            | {"cause": "rate_limited"},
+            {"detail": "attempt 5, giving up: 421 4.7.28 rate limited (reason: rate_limited)", "smtp_code": 421}
+            | {"cause": "rate_limited", "reason": "rate_limited"},
+            {"diagnostic": "attempt 5, giving up: 421 4.7.28 rate limited (reason: rate_limited)"}
+            | {"cause": "rate_limited", "reason": "rate_limited"},
         ),
         (MessageEventType.COMPLAINED, {"detail": "abuse", "feedback_type": "abuse"}, {"feedback_type": "abuse"}),
         (

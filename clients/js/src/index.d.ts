@@ -43,6 +43,36 @@ export interface Message {
   created_at: string;
   text: string | null;
 }
+/**
+ * Why a receiver refused or deferred a message (webhooks' `reason`; the service's docs/webhooks.md says
+ * what each does): the first three suppress the address, the next four are the sender's to fix.
+ */
+export type RefusalReason =
+  | "user_unknown"
+  | "mailbox_disabled"
+  | "domain_not_found"
+  | "blocked"
+  | "spam_detected"
+  | "authentication"
+  | "policy"
+  | "mailbox_full"
+  | "host_unreachable"
+  | "content_rejected"
+  | "rate_limited"
+  | "greylisted"
+  | "expired"
+  | "other";
+/** `data` of an email.delayed, email.bounced or email.failed webhook: the message and the event's fields. */
+export interface WebhookFailureData extends Message {
+  recipient?: string;
+  bounce_type?: "hard" | "soft";
+  status_code?: string;
+  diagnostic?: string;
+  smtp_response?: string;
+  reason?: RefusalReason;
+  cause?: "authentication" | "reputation" | "rate_limited" | "policy" | "mailbox" | "other";
+  fix_check?: "spf" | "dkim" | "dmarc" | "alignment" | "ptr";
+}
 export interface MessageList {
   data: Message[];
   has_more: boolean;

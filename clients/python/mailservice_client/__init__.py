@@ -23,7 +23,15 @@ from mailservice_client.errors import (
     ServiceUnavailableError,
     ValidationError,
 )
-from mailservice_client.types import Message, MessageList, SendParams, SendResult, TemplateReference
+from mailservice_client.types import (
+    Message,
+    MessageList,
+    RefusalReason,
+    SendParams,
+    SendResult,
+    TemplateReference,
+    WebhookFailureData,
+)
 
 __all__ = [
     "AsyncMailService",
@@ -41,6 +49,7 @@ __all__ = [
     "NotFoundError",
     "PermissionDeniedError",
     "RateLimitError",
+    "RefusalReason",
     "RequestTooLargeError",
     "SendParams",
     "SendResult",
@@ -48,5 +57,6 @@ __all__ = [
     "ServiceUnavailableError",
     "TemplateReference",
     "ValidationError",
+    "WebhookFailureData",
     "__version__",
 ]

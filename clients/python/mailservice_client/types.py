@@ -28,6 +28,39 @@ Message = TypedDict(
 )
 
 
+# Why a receiver refused or deferred a message (webhooks' `reason`; the service's docs/webhooks.md says what
+# each does): the first three suppress the address, the next four are the sender's to fix.
+RefusalReason = Literal[
+    "user_unknown",
+    "mailbox_disabled",
+    "domain_not_found",
+    "blocked",
+    "spam_detected",
+    "authentication",
+    "policy",
+    "mailbox_full",
+    "host_unreachable",
+    "content_rejected",
+    "rate_limited",
+    "greylisted",
+    "expired",
+    "other",
+]
+
+
+class WebhookFailureData(Message, total=False):
+    """`data` of an email.delayed, email.bounced or email.failed webhook: the message and the event's fields."""
+
+    recipient: str
+    bounce_type: Literal["hard", "soft"]
+    status_code: str
+    diagnostic: str
+    smtp_response: str
+    reason: RefusalReason
+    cause: Literal["authentication", "reputation", "rate_limited", "policy", "mailbox", "other"]
+    fix_check: Literal["spf", "dkim", "dmarc", "alignment", "ptr"]
+
+
 class MessageList(TypedDict):
     data: list[Message]
     has_more: bool

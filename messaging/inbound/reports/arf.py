@@ -7,7 +7,14 @@ complained-about message with `X-HmXmrOriginalRecipient`; Apple sends `X-Apple-U
 from email.message import Message as EmailMessage
 
 from messaging.inbound.reports.addresses import bare_address, list_addresses
-from messaging.inbound.reports.reading import Fields, embedded_message, first, original_message_id, report_blocks
+from messaging.inbound.reports.reading import (
+    Fields,
+    embedded_message,
+    first,
+    original_message_id,
+    quoted_headers,
+    report_blocks,
+)
 from messaging.inbound.reports.results import NOT_A_REPORT, RecipientReport, Report, ReportedOutcome
 from messaging.rfc5322.parsing import addresses, header
 
@@ -25,7 +32,14 @@ def arf_complaint(message: EmailMessage) -> Report:
         return NOT_A_REPORT
     if all(not recipient.address for recipient in recipients):
         recipients = _named_by_original(message, recipients)
-    return Report(recipients, original_message_id(message))
+    return Report(recipients, original_message_id(message), original_return_path(message))
+
+
+def original_return_path(message: EmailMessage) -> str:
+    """The Return-Path of the original the report quotes (a headers-only ARF keeps it when it removes the
+    body and redacts the recipient), as a bare address; "" without one."""
+    found = next((header(quoted, "Return-Path") for quoted in quoted_headers(message) if quoted.get("Return-Path")), "")
+    return bare_address(found)
 
 
 def _feedback_report_complaints(part: EmailMessage) -> list[RecipientReport]:

@@ -134,7 +134,10 @@ def _innocent_addresses(
 def _recipient_report(notice: str, address: str, said: str) -> RecipientReport:
     outcome, status = _plain_text_outcome(notice, said)
     diagnostic_line = _first_match_line(ENHANCED_STATUS, said) or _first_match_line(SMTP_REPLY, said)
-    return RecipientReport(address, outcome, status, diagnostic_line.strip()[:HEADER_LIMIT])
+    # Without a reply line, what the notice says of the address is the diagnostic: the refusal classifier
+    # (messaging/refusals.py) reads its words ("no mailbox here by that name", "over quota").
+    diagnostic = diagnostic_line.strip() or " ".join(said[:HEADER_LIMIT].split())
+    return RecipientReport(address, outcome, status, diagnostic[:HEADER_LIMIT])
 
 
 def _returned_headers(message: EmailMessage, quoted: str) -> EmailMessage | None:

@@ -119,6 +119,15 @@ def original_message_id(message: EmailMessage) -> str:
     return _quoted_message_id(texts)
 
 
+def quoted_headers(message: EmailMessage) -> Iterator[EmailMessage]:
+    """The headers of the original each part quotes whole (an attached message, or a headers part as a
+    headers-only ARF carries them), in order."""
+    for part in message.walk():
+        quoted = _quoted_header(part)
+        if quoted is not None:
+            yield quoted
+
+
 def _quoted_header(part: EmailMessage) -> EmailMessage | None:
     """The header of the original a part carries whole: an attached message, or a headers part."""
     content_type = part.get_content_type()

@@ -28,6 +28,7 @@ class RecipientReport:
 class Report:
     recipients: list[RecipientReport] = field(default_factory=list)
     original_message_id: str = ""  # the Message-ID of the message reported on, if the report carries it
+    original_return_path: str = ""  # its Return-Path as a complaint quotes it (bare address), if it does
 
     @property
     def kind(self) -> str:

@@ -1,6 +1,7 @@
-"""Refusals explained: a receiver's reply gives its event a `cause` (and, for an authentication refusal,
-the readiness check to fix), in dispatch's events and in the reports that come back later, and the
-webhook payload carries both. The classifier is messaging/reply_causes.py; its sources are cited there."""
+"""Refusals explained: a receiver's reply gives its event a `reason`, the compatibility `cause` derived from
+it (and, for an authentication refusal, the readiness check to fix), in dispatch's events and in the
+reports that come back later, and the webhook payload carries them. The classifier is
+messaging/refusals.py; its sources are cited there, its reason table is tests/messaging/test_refusal_classifier.py."""
 
 import json
 import time
@@ -14,7 +15,7 @@ from messaging.inbound.services import inbound_deliver
 from messaging.models import EventType, Message, MessageEvent, Status
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.outbound.outcomes import THROTTLE_MARK
-from messaging.reply_causes import reply_cause
+from messaging.refusals import classify_refusal
 from tests.factories import MessageFactory
 from tests.inbound.mail import RETURN_PATH_DOMAIN, dsn, verp_address, wire_bytes
 from webhooks.payloads import PUBLIC_TYPE, event_payload, messages_data
@@ -79,7 +80,7 @@ REPLIES = [
         "4.7.0",
         "4.7.0 Our system has detected an unusual rate of unsolicited mail originating from your IP address. "
         "To protect our users from spam, mail sent from your IP address has been temporarily blocked.",
-        (RATE, ""),
+        (REPUTATION, ""),  # reason blocked (for a while: a 4.x.x)
     ),
     (
         550,
@@ -200,13 +201,15 @@ REPLIES = [
 
 @pytest.mark.parametrize(("code", "status", "text", "expected"), REPLIES)
 def test_real_replies_get_their_cause_and_check(code, status, text, expected):
-    assert reply_cause(code, status, text) == expected
+    verdict = classify_refusal(code, status, text)
+    assert (verdict.cause, verdict.check) == expected
 
 
 def test_a_huge_reply_is_read_in_bounded_time():
     text = "5.7.1 " + "a " * 500_000 + "spamhaus"  # past what is read: only the start counts
     started = time.perf_counter()
-    assert reply_cause(550, "5.7.1", text) == (POLICY, "")
+    verdict = classify_refusal(550, "5.7.1", text)
+    assert (verdict.cause, verdict.check) == (POLICY, "")
     assert time.perf_counter() - started < 0.1
 
 
@@ -241,7 +244,7 @@ def test_a_dmarc_refusal_bounces_with_its_cause_and_the_check_to_fix_in_the_deta
     assert dispatch_batch() == 1
 
     message.refresh_from_db()
-    fix = f"(cause: authentication — fix the dmarc check: manage.py check_readiness {message.domain.name})"
+    fix = f"(reason: authentication — fix the dmarc check: manage.py check_readiness {message.domain.name})"
     assert message.status == Status.BOUNCED and message.last_error == f"{DMARC_REFUSAL} {fix}"
     rejected, bounced = message.events.order_by("id")
     assert (rejected.type, bounced.type) == (EventType.RECIPIENT_REJECTED, EventType.BOUNCED)
@@ -262,7 +265,7 @@ def test_a_throttle_put_back_says_it_was_rate_limited(sink):
     event = message.events.get()
     assert event.type == EventType.HELD and THROTTLE_MARK in event.detail
     assert (event.cause, event.fix_check) == (RATE, "")
-    assert event.detail.endswith("(cause: rate_limited)")
+    assert event.detail.endswith("(reason: rate_limited)")
     assert event.type not in PUBLIC_TYPE  # the service's own put-back: the console's history, never a webhook
 
 
@@ -289,10 +292,10 @@ def test_a_delivery_has_no_cause(sink):
             "5.7.515",
             "5.7.515",
             (AUTH, "dmarc"),
-            "(cause: authentication — fix the dmarc check: manage.py check_readiness",
+            "(reason: authentication — fix the dmarc check: manage.py check_readiness",
         ),
-        ("5.7.606", "5.0.0", (REPUTATION, ""), "(cause: reputation)"),
-        ("4.7.28", "4.7.28", (RATE, ""), "(cause: rate_limited)"),
+        ("5.7.606", "5.0.0", (REPUTATION, ""), "(reason: blocked)"),
+        ("4.7.28", "4.7.28", (RATE, ""), "(reason: rate_limited)"),
     ],
     ids=["microsoft-authentication", "generic-status-over-a-specific-diagnostic", "delay"],
 )
