@@ -335,12 +335,15 @@ def _throttles_in_a_row(message: Message) -> int:
 
 def slowed_down(message: Message, why: str, *, reply: Reply, retry_at: datetime, relay: bool) -> SendOutcome:
     """A slow-down answer (`reply`): put back without using an attempt, unless FREE_THROTTLES in a row already
-    were; then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell)."""
+    were; then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell),
+    and each free put-back waits a little longer; a destination's (direct delivery) already waits its
+    spacing (messaging/outbound/direct/spacing.py), which doubles fleet-wide, not per message."""
     in_a_row = _throttles_in_a_row(message)
     if in_a_row >= FREE_THROTTLES:
         charged = temporary(message, f"{why} ({FREE_THROTTLES} times in a row without using an attempt)", reply)
         return replace(charged, slow_down=relay)
-    retry_at += _throttle_pause(in_a_row)
+    if relay:
+        retry_at += _throttle_pause(in_a_row)
     return not_sent(message, retry_at=retry_at, why=why, slow_down=relay, follow_up=not relay, reply=reply)
 
 
