@@ -352,6 +352,7 @@ class MxConnection:
         kept = self._sessions.get(key)
         if kept is not None and kept.meets(host, policy):
             if kept.reusable() and kept.smtp.reset():
+                kept.report_for(policy)
                 return kept
             self._drop(kept)
         pooled = idle_sessions.take(key, lambda session: session.meets(host, policy))
@@ -363,6 +364,7 @@ class MxConnection:
         if (replaced := self._sessions.pop(key, None)) is not None:  # opened under a policy this one does not meet
             idle_sessions.put(replaced)
         self._sessions[key] = pooled
+        pooled.report_for(policy)
         return pooled
 
     def _open(self, search: "_Search", target: "_Target", *, follows: bool) -> MxSession | None:
@@ -377,7 +379,7 @@ class MxConnection:
         search.attempts += 1
         search.transient = True
         try:
-            smtp = self._connect(target.host, target.address, target.policy, target.source)
+            smtp, outcome = self._connect(target.host, target.address, target.policy, target.source)
         except tls_policy.TlsRefused as exc:
             self.gate.give_back(target.destination, slot)
             search.refused_by_policy = str(exc)
@@ -399,6 +401,8 @@ class MxConnection:
             target.source,
             destination=target.destination,
             slot=slot,
+            tls_outcome=outcome,
+            reported={target.policy.domain},
         )
         if target.policy.mandatory:
             session.secured, session.tlsa = target.policy.kind, target.policy.tlsa
@@ -415,22 +419,26 @@ class MxConnection:
             raise tls_policy.TlsRefused(f"{policy.describe()}: {outcome.detail}")
         return policy
 
-    def _connect(self, host: str, address: str, policy: tls_policy.HostPolicy, source: Source | None) -> SmtpConnection:
-        """A session with the TLS `policy` demands; TlsRefused when a mandatory policy's demand is not met."""
+    def _connect(
+        self, host: str, address: str, policy: tls_policy.HostPolicy, source: Source | None
+    ) -> tuple[SmtpConnection, tls_policy.Outcome]:
+        """A session with the TLS `policy` demands, and its TLS outcome as another domain without a mandatory
+        policy would report it; TlsRefused when a mandatory policy's demand is not met."""
         clear = RelayConfig(address, self.port, "", "", "none", verify=False)
         connection = SmtpConnection(clear, self.timeout, source)
         outcome = tls_policy.upgrade(connection.smtp, host=host, policy=policy)
         tls_policy.record(policy, host=host, address=address, outcome=outcome)
         if not outcome.failure or (outcome.in_clear and not policy.mandatory):
-            return connection
+            return connection, outcome
         connection.close()
         if policy.mandatory:
             raise tls_policy.TlsRefused(f"{policy.describe()}: {outcome.detail} [{address}]")
         if outcome.retry_unverified:  # MTA-STS testing: the failure is reported, the mail goes as without policy
-            return SmtpConnection(replace(clear, security="starttls-optional"), self.timeout, source)
+            unverified = SmtpConnection(replace(clear, security="starttls-optional"), self.timeout, source)
+            return unverified, tls_policy.Outcome()
         # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then
         # delivers in clear over a new connection rather than not at all, as Postfix's "may" level does.
-        return SmtpConnection(clear, self.timeout, source)
+        return SmtpConnection(clear, self.timeout, source), outcome
 
     def _addresses_from(self, host: str, source: Source | None) -> list[str]:
         """The host's usable addresses of the source address's family (IPv4 or IPv6)."""
