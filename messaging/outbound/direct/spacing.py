@@ -21,7 +21,8 @@ refusal or success. A process keeps none of it, only reads.
 
 Failure mode. With Redis unreachable (or without REDIS_URL, the embedded mode) each process spaces on its
 own (the same rules in-process): the fleet as a whole may then open one connection per process per
-spacing. Nothing is lost either way: a message put back keeps its attempts and is due when the spacing ends.
+spacing, and without Redis the one-connection-at-a-time cap of a spaced destination is not applied (the
+in-process connection slots keep the cap they were made with, messaging/outbound/fleet_limits.py). Nothing is lost either way: a message put back keeps its attempts and is due when the spacing ends.
 """
 
 import logging
