@@ -16,13 +16,14 @@ window at once: each later window costs one refusal, not a search (docs/delivery
 
 Shared state. One Redis hash per destination, `destination:<name>:spacing` (interval, paused_until,
 connect_at, refused_at, eased_at, reason), changed only by the Lua scripts below on Redis's clock, so
-every worker process on every host sees one spacing; it expires EXPIRY_SPACINGS spacings after the last
-refusal or success. A process keeps none of it, only reads.
+every worker process on every host sees one spacing; it expires four spacings (at least a minute) after
+the last refusal or easing. A process keeps none of it, only reads.
 
 Failure mode. With Redis unreachable (or without REDIS_URL, the embedded mode) each process spaces on its
 own (the same rules in-process): the fleet as a whole may then open one connection per process per
 spacing, and without Redis the one-connection-at-a-time cap of a spaced destination is not applied (the
-in-process connection slots keep the cap they were made with, messaging/outbound/fleet_limits.py). Nothing is lost either way: a message put back keeps its attempts and is due when the spacing ends.
+in-process connection slots keep the cap they were made with, messaging/outbound/fleet_limits.py).
+Nothing is lost either way: a message put back keeps its attempts and is due when the spacing ends.
 """
 
 import logging
@@ -38,7 +39,6 @@ from messaging.outbound.fleet_limits import DESTINATION_PREFIX, as_text, shared_
 
 logger = logging.getLogger(__name__)
 
-EXPIRY_SPACINGS = 4  # the state is forgotten this many spacings after it last changed (at least a minute)
 
 # KEYS[1] the hash. ARGV: base, max, reason. Returns the spacing in force.
 _REFUSED = """
