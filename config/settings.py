@@ -436,6 +436,11 @@ MAILSERVICE_MX_ALLOW_PRIVATE = env_bool("MAILSERVICE_MX_ALLOW_PRIVATE", False)
 # Open connections to one destination (a recipient domain's MX hosts rolled up by registrable
 # domain, messaging/outbound/direct/destinations.py) at once, over all its hosts, for the whole fleet.
 MAILSERVICE_MX_CONNECTIONS = env_int("MAILSERVICE_MX_CONNECTIONS", 10)
+# Connection discipline (messaging/outbound/direct/spacing.py): a destination that refused a connection or
+# asked to slow down gets nothing, and at most one new connection, per spacing: BASE seconds after its
+# first refusal, doubling at each further one up to MAX, halving after a spacing of successes.
+MAILSERVICE_MX_SPACING_BASE = env_float("MAILSERVICE_MX_SPACING_BASE", 1.0)
+MAILSERVICE_MX_SPACING_MAX = env_float("MAILSERVICE_MX_SPACING_MAX", 300.0)
 # Sessions kept open between batches, per worker process (messaging/outbound/direct/sessions.py): closed after
 # IDLE_SECONDS unused (0: each batch closes its own), reused for at most SESSION_MESSAGES transactions,
 # at most IDLE_SESSIONS kept idle. An idle session keeps its destination's connection slot.

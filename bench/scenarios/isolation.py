@@ -12,6 +12,10 @@ Each run is timed from its first claim to the last `delivered` event of the mess
 to a tarpit domain (sent from a sender domain of their own; the others from a second one).
 Goals (issue 30): direct / relay >= 0.8 in messages/s; the non-tarpit messages finish within 1.2
 times their time without the tarpits.
+- throttling (issue 40): `--throttled` messages to one domain whose MX is Debian's Postfix with anvil's
+  limits (1 connection at a time, 4 connections and 6 messages per `--anvil-seconds`), found through a
+  DNS server of the run's own: the connections it took per message, and the `deferred` events per
+  message (each may publish an `email.delayed`), against the least the limits allow.
 """
 
 import argparse
@@ -50,6 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tarpit-seconds", type=float, default=20.0, help="their delay per reply (default 20)")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")
     parser.add_argument("--threads", type=int, default=5, help="dispatch threads per worker (default 5)")
+    parser.add_argument("--throttled", type=int, default=30, help="messages to the throttling Postfix (default 30)")
+    parser.add_argument("--anvil-seconds", type=int, default=30, help="its anvil_rate_time_unit (default 30)")
     parser.add_argument(
         "--profile-seconds",
         type=float,
@@ -192,6 +198,78 @@ def _timed(
     return Run(name, delivered, (finished - started).total_seconds(), deferred, cpu=budget, sent=sent)
 
 
+ANVIL_MESSAGES, ANVIL_CONNECTIONS = 6, 4  # per --anvil-seconds, one connection at a time
+
+
+@dataclass
+class Throttled:
+    messages: int
+    seconds: float
+    connections: int
+    deferred: int  # `deferred` events: what may publish email.delayed
+
+    @property
+    def least_connections(self) -> int:
+        return -(-self.messages // ANVIL_MESSAGES)
+
+
+def _throttling(env: dict[str, str], args: argparse.Namespace) -> Throttled:
+    """Direct delivery to a Postfix MX with anvil's limits; its connections and deferrals per message."""
+    from domains.services import domain_create
+    from mailservice.doorbell import wake_dispatchers
+    from messaging.models import Direction, EventType, Message, MessageEvent, Status
+    from tests.dns_server import dns_server
+    from tests.harness import celery_worker, free_port, running, wait_until
+    from tests.harness.postfix import ClientLimits, PostfixServer
+
+    _fresh_fleet_state()
+    limits = ClientLimits(
+        messages=ANVIL_MESSAGES, connections=1, connection_rate=ANVIL_CONNECTIONS, time_unit=args.anvil_seconds
+    )
+    name, port = f"throttling.{secrets.token_hex(3)}.bench.example", free_port()
+    sender = domain_create(name=f"throttling-{secrets.token_hex(3)}.sender.bench.example", verified=True)
+    with ExitStack() as stack:
+        zone, resolver = stack.enter_context(dns_server())
+        zone.publish_mx(name, f"mx.{name}")
+        zone.publish_address(f"mx.{name}", "127.0.2.1")
+        sink = stack.enter_context(discard_sink())
+        postfix = PostfixServer(
+            host="127.0.2.1", port=port, next_hop=f"127.0.0.1:{sink.port}", domains=(name,), limits=limits
+        )
+        server = stack.enter_context(running(postfix))
+        before = server.connections()  # its readiness probe's
+        worker_env = env | {
+            "MAILSERVICE_DNS_RESOLVER": resolver,
+            "MAILSERVICE_MX_PORT": str(port),
+            # The spacing scaled with the window, as tests/messaging/test_connection_discipline.py does.
+            "MAILSERVICE_MX_SPACING_BASE": str(args.anvil_seconds / 30),
+        }
+        worker = stack.enter_context(celery_worker(threads=args.threads, **worker_env))
+        worker.wait_ready()
+        Message.objects.bulk_create(
+            Message(
+                domain=sender,
+                direction=Direction.SENT,
+                status=Status.ACCEPTED,
+                from_address=SENDER.format(domain=sender.name),
+                to=[f"user{n}@{name}"],
+                subject="Your order has shipped",
+                text="Hello",
+                next_attempt_at=datetime.now(UTC),
+            )
+            for n in range(args.throttled)
+        )
+        started = time.monotonic()
+        wake_dispatchers()
+        unfinished = Message.objects.filter(domain=sender).exclude(status=Status.DELIVERED)
+        least = (args.throttled // ANVIL_MESSAGES) * args.anvil_seconds
+        wait_until(lambda: not unfinished.exists(), timeout=4 * least + 60, interval=POLL, message="throttled mail")
+        seconds = time.monotonic() - started
+        connections = server.connections() - before
+    deferred = MessageEvent.objects.filter(message__domain=sender, type=EventType.DEFERRED).count()
+    return Throttled(args.throttled, seconds, connections, deferred)
+
+
 def _answers(address: str, port: int) -> bool:
     try:
         with smtplib.SMTP(address, port, timeout=1) as smtp:
@@ -270,6 +348,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         with _receivers(args, port=port, tarpits=_tarpit_hosts(args)) as receivers_pid:
             receiving = [receivers_pid, dns_pid]
             slowed = _timed("tarpits", direct, args, receiving=receiving, tarpits=True, timeout=timeout)
+        throttled = _throttling(direct, args)
         profile = Profile()
         if args.profile_seconds > 0:
             with _receivers(args, port=port, tarpits=0) as receivers_pid:
@@ -290,6 +369,32 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         section.rows.append(
             [result.name, f"{result.messages:,}", f"{result.seconds:.1f}", f"{result.rate:.0f}", str(result.deferred)]
         )
+    throttling = Section(
+        title="Direct delivery to a throttling receiver",
+        summary=(
+            f"{throttled.messages} messages to one domain whose MX is Debian's Postfix with anvil's limits: one "
+            f"connection at a time, {ANVIL_CONNECTIONS} connections and {ANVIL_MESSAGES} messages per "
+            f"{args.anvil_seconds} s; the same worker settings. The least the limits allow: "
+            f"{throttled.least_connections} connections and "
+            f"{(throttled.messages // ANVIL_MESSAGES - 1) * args.anvil_seconds} s."
+        ),
+        header=["messages", "seconds", "connections", "connections per message", "deferred events per message"],
+        rows=[
+            [
+                str(throttled.messages),
+                f"{throttled.seconds:.1f}",
+                str(throttled.connections),
+                f"{throttled.connections / throttled.messages:.2f}",
+                f"{throttled.deferred / throttled.messages:.2f}",
+            ]
+        ],
+    )
+    connections_ratio = throttled.connections / throttled.least_connections
+    delayed = throttled.deferred / throttled.messages
+    throttling.ratios += [
+        Ratio("connections / the least the limits allow", connections_ratio, "<= 2", connections_ratio <= 2),
+        Ratio("deferred events (email.delayed at most) per message", delayed, "<= 2", delayed <= 2),
+    ]
     # The same messages (the non-tarpit ones) are timed in the direct and the tarpit runs.
     to_relay, slowdown = clean.rate / relay.rate, slowed.seconds / clean.seconds
     section.ratios += [
@@ -306,7 +411,7 @@ def run(args: argparse.Namespace, ctx: Context) -> list[Section]:
         section.notes.append(_direct_goal_note(relay, clean, threads=args.workers * args.threads))
     if args.profile_seconds > 0:
         section.details.append(excerpt(profile, what="the Celery workers in direct mode (no tarpits)"))
-    return [section]
+    return [section, throttling]
 
 
 def _direct_goal_note(relay: Run, direct: Run, *, threads: int) -> str:
@@ -348,6 +453,8 @@ SCENARIO = Scenario(
         "workers": 1,
         "threads": 2,
         "profile_seconds": 0,
+        "throttled": 12,
+        "anvil_seconds": 2,
     },
     run=run,
 )

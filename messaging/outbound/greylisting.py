@@ -20,7 +20,17 @@ A 4xx reply is greylisting when its text (the first TEXT_LIMIT characters) names
 - OpenBSD spamd(8) in greylisting mode: "451 Temporary failure, please try again later.".
 Postfix's own rate limits also answer "450 4.7.1" ("Error: too much mail from …"): they name neither,
 so they stay a slow-down (messaging/outbound/provider_rules.py).
+
+The delay that worked is learned per recipient domain (`greylist_delay`, `delay_worked`): once a greylisted
+message is delivered, the time from its first greylisting to its delivery is what that domain's next
+greylisted messages wait, at least MAILSERVICE_GREYLIST_DELAY and at most LEARNED_MAX_FACTOR times it. A
+receiver whose delay is longer than the default (it greylists the retry again) so costs its next messages
+one wait, not two. Shared state: Django's cache (Redis with REDIS_URL, so the fleet learns once), kept
+LEARNED_DAYS; lost, the default applies again.
 """
+
+from django.conf import settings
+from django.core.cache import cache
 
 from messaging.outbound.envelope import Reply
 
@@ -39,3 +49,21 @@ def is_greylisting(reply: Reply) -> bool:
     if any(name in text for name in _NAMES):
         return True
     return reply.code in (450, 451) and reply.enhanced_status in _LATER_STATUSES and any(w in text for w in _LATER)
+
+
+LEARNED_MAX_FACTOR = 4  # a learned delay is at most this many times MAILSERVICE_GREYLIST_DELAY
+LEARNED_DAYS = 30
+_KEY = "greylist:delay:{}"
+
+
+def greylist_delay(domain: str) -> float:
+    """Seconds a message greylisted by `domain`'s receiver waits: what worked for it last, else the default."""
+    learned = cache.get(_KEY.format(domain.lower()))
+    return float(learned) if learned is not None else float(settings.MAILSERVICE_GREYLIST_DELAY)
+
+
+def delay_worked(domain: str, seconds: float) -> None:
+    """A message greylisted by `domain`'s receiver was delivered `seconds` after its first greylisting."""
+    default = settings.MAILSERVICE_GREYLIST_DELAY
+    bounded = min(max(seconds, default), LEARNED_MAX_FACTOR * default)
+    cache.set(_KEY.format(domain.lower()), bounded, timeout=LEARNED_DAYS * 86400)

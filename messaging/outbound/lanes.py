@@ -180,6 +180,7 @@ class _LaneCollector:
     reports: queue.Queue
     pending: int
     on_slow_down: Callable[[], None] | None
+    followed_up: bool = False  # one follow-up batch per batch: one per message put back flooded the queue
 
     def until(self, *, quiet: float) -> int:
         """Record reports until none is pending, or none has come for `quiet` seconds."""
@@ -212,7 +213,9 @@ class _LaneCollector:
                 recorded = record_attempt(report.message, report.outcome)
                 self.leases.settle(report.message)
                 # A slow-down, or a destination's limit that put it back until within seconds: picked up again.
-                if (report.outcome.slow_down or report.outcome.follow_up) and self.on_slow_down is not None:
+                put_back = report.outcome.slow_down or report.outcome.follow_up
+                if put_back and self.on_slow_down is not None and not self.followed_up:
+                    self.followed_up = True
                     self.on_slow_down()
         if report.untried:
             self.pending -= len(report.untried)

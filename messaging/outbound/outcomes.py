@@ -41,7 +41,7 @@ from messaging.models import (
 )
 from messaging.outbound.envelope import NotSent, Reply, SendResult
 from messaging.outbound.fleet_limits import is_slow_down, relay_slow_down
-from messaging.outbound.greylisting import is_greylisting
+from messaging.outbound.greylisting import delay_worked, greylist_delay, is_greylisting
 from messaging.outbound.smtp_client import reply_of
 from messaging.outbound.transports import is_direct_delivery, transport
 from messaging.refusals import NO_FAILURE, Speaker, Verdict, classify_refusal
@@ -169,11 +169,12 @@ def temporary(message: Message, error: str, reply: Reply | None = None) -> SendO
     return _retry([event], error)
 
 
-def greylisted(message: Message, reply: Reply) -> SendOutcome:
-    """A receiver greylisted the message (`reply`): it is tried again once MAILSERVICE_GREYLIST_DELAY has
-    passed, on its own. Its first greylisting uses no attempt (any sender meets one on a first try); a
-    later one is charged as any deferral, and waits the same delay rather than the backoff."""
-    retry_at = timezone.now() + timedelta(seconds=settings.MAILSERVICE_GREYLIST_DELAY)
+def greylisted(message: Message, reply: Reply, *, domain: str) -> SendOutcome:
+    """A receiver of `domain` greylisted the message (`reply`): it is tried again once the greylist delay
+    has passed (MAILSERVICE_GREYLIST_DELAY, or what worked for the domain before), on its own. Its first
+    greylisting uses no attempt (any sender meets one on a first try); a later one is charged as any
+    deferral, and waits the same delay rather than the backoff."""
+    retry_at = timezone.now() + timedelta(seconds=greylist_delay(domain))
     if message.events.filter(type=EventType.DEFERRED, detail__contains=GREYLIST_MARK).exists():
         return replace(temporary(message, f"greylisted again: {reply}", reply), retry_at=retry_at)
     detail = f"attempt {message.attempts}, {GREYLIST_MARK}: {reply}; next try at {retry_at:%H:%M:%S} UTC"
@@ -226,6 +227,8 @@ def classify(message: Message, result: SendResult) -> SendOutcome:
     refusals = tuple(Refusal(rcpt, reply) for rcpt, reply in refused.items() if _is_refusal(reply))
     if result.delivered:
         delivered = _reply_event(EventType.DELIVERED, "", result.final, domain=domain, host=host)
+        if message.last_error:  # a retry: perhaps of a greylisted message, whose delay worked
+            _learn_greylist_delay(message, result)
         return SendOutcome(Status.DELIVERED, [*rejected, delivered], refusals=refusals)
     replies = [result.final] if result.accepted or not result.refused else list(result.refused.values())
     if all(reply.code >= 500 and reply.local for reply in replies):
@@ -241,9 +244,55 @@ def classify(message: Message, result: SendResult) -> SendOutcome:
     if greylisting is None:
         retry = temporary(message, str(result.final), result.final)
     else:
-        retry = greylisted(message, greylisting)
+        retry = greylisted(message, greylisting, domain=_recipient_domain(message, result))
     recorded = [events[refusal.recipient] for refusal in refusals if refusal.recipient in events]
+    if retry.status == Status.FAILED and is_direct_delivery(settings.EMAIL_URL or ""):
+        recorded, refusals = _with_soft_bounces(result, recorded, refusals, domain=domain)
     return replace(retry, events=[*recorded, *retry.events], refusals=refusals)
+
+
+def _with_soft_bounces(
+    result: SendResult, events: list[EventRecord], refusals: tuple[Refusal, ...], *, domain: str
+) -> tuple[list[EventRecord], tuple[Refusal, ...]]:
+    """`events` and `refusals` with a soft bounce for each recipient the receiver deferred to the end."""
+    given_up = _given_up(result)
+    host = result.remote_host
+    soft = [
+        _reply_event(EventType.SOFT_BOUNCED, comparison_key(rcpt), reply, domain=domain, bounce=True, host=host)
+        for rcpt, reply in given_up.items()
+    ]
+    return [*events, *soft], refusals + tuple(Refusal(rcpt, reply) for rcpt, reply in given_up.items())
+
+
+def _given_up(result: SendResult) -> dict[str, Reply]:
+    """The recipients a receiver kept deferring (4xx) until the attempts ran out, with its last reply: in
+    direct delivery no DSN will ever say so, so each is a soft bounce (as Postfix bounces a message whose
+    queue lifetime ended, with a 4.x.x status), counted toward the soft-bounce limit."""
+    if not result.remote_host:  # no receiver answered (no host could be reached or used): the service's own
+        return {}
+    given_up = {rcpt: reply for rcpt, reply in result.refused.items() if 400 <= reply.code < 500}
+    if 400 <= result.final.code < 500:
+        given_up |= dict.fromkeys(result.accepted, result.final)
+    return given_up
+
+
+def _recipient_domain(message: Message, result: SendResult) -> str:
+    """The recipient domain a greylisting reply is about (its delay is learned per domain)."""
+    greylisted_rcpt = next((rcpt for rcpt, reply in result.refused.items() if is_greylisting(reply)), None)
+    rcpt = greylisted_rcpt or next(iter(result.accepted), "") or next(iter(message.to), "")
+    return rcpt.rpartition("@")[2].lower()
+
+
+def _learn_greylist_delay(message: Message, result: SendResult) -> None:
+    """A greylisted message delivered: the time since its first greylisting worked for its domain."""
+    first = (
+        message.events.filter(type=EventType.DEFERRED, detail__contains=GREYLIST_MARK)
+        .order_by("pk")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    if first is not None:
+        delay_worked(_recipient_domain(message, result), (timezone.now() - first).total_seconds())
 
 
 def _refusals_apply(message: Message, refusals: tuple[Refusal, ...]) -> None:
@@ -341,12 +390,15 @@ def _throttles_in_a_row(message: Message) -> int:
 
 def slowed_down(message: Message, why: str, *, reply: Reply, retry_at: datetime, relay: bool) -> SendOutcome:
     """A slow-down answer (`reply`): put back without using an attempt, unless FREE_THROTTLES in a row already
-    were; then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell)."""
+    were; then the attempt counts (and the backoff applies). `relay`: the batch stops (the relay's rate fell),
+    and each free put-back waits a little longer; a destination's (direct delivery) already waits its
+    spacing (messaging/outbound/direct/spacing.py), which doubles fleet-wide, not per message."""
     in_a_row = _throttles_in_a_row(message)
     if in_a_row >= FREE_THROTTLES:
         charged = temporary(message, f"{why} ({FREE_THROTTLES} times in a row without using an attempt)", reply)
         return replace(charged, slow_down=relay)
-    retry_at += _throttle_pause(in_a_row)
+    if relay:
+        retry_at += _throttle_pause(in_a_row)
     return not_sent(message, retry_at=retry_at, why=why, slow_down=relay, follow_up=not relay, reply=reply)
 
 

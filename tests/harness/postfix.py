@@ -52,10 +52,13 @@ class ClientLimits:
     """anvil's limits per client address (postconf(5)); 0 is Postfix's "no limit".
 
     Over `messages` MAIL FROMs per `time_unit` seconds Postfix answers "450 4.7.1 Error: too much mail
-    from …"; over `connections` at once it greets with "421 4.7.0 … Error: too many connections from …"."""
+    from …"; over `connections` at once it greets with "421 4.7.0 … Error: too many connections from …",
+    and over `connection_rate` new connections per `time_unit` with "421 4.7.0 … Error: too many
+    connections from …" too. Refused connections and MAIL FROMs count toward the rates as well."""
 
     messages: int = 0
     connections: int = 0
+    connection_rate: int = 0
     time_unit: int = 60
 
 
@@ -164,6 +167,7 @@ class PostfixServer(ChildProcess):
             "smtpd_client_event_limit_exceptions": "",
             "smtpd_client_message_rate_limit": limits.messages,
             "smtpd_client_connection_count_limit": limits.connections,
+            "smtpd_client_connection_rate_limit": limits.connection_rate,
             "anvil_rate_time_unit": f"{limits.time_unit}s",
         }
         if self.certificate is not None:

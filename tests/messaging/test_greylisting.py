@@ -111,3 +111,32 @@ def test_a_second_greylisting_uses_an_attempt_and_waits_the_same_delay(sink, dom
     assert (grey.status, grey.attempts) == (Status.ACCEPTED, 1)
     assert timedelta(seconds=DELAY - 10) < grey.next_attempt_at - timezone.now() <= timedelta(seconds=DELAY)
     assert grey.events.latest("id").detail.startswith("attempt 1: greylisted again: 450 4.2.0 ")
+
+
+@pytest.mark.parametrize(("worked_after", "next_waits"), [(2 * DELAY, 2 * DELAY), (100 * DELAY, 4 * DELAY)])
+def test_the_delay_that_worked_for_a_domain_is_what_its_next_greylisted_message_waits(
+    sink, domain, worked_after, next_waits
+):
+    """Item 2's "then what worked for that destination": a receiver whose delay is longer than the default
+    greylists the first retry again; the time that delivered the message is learned for the domain, at most
+    LEARNED_MAX_FACTOR times the default."""
+    sink.behaviour.rejected_rcpts = {"grey@example.org": POSTGREY}
+    grey = due(domain, "grey@example.org")
+    dispatch_batch()
+    # Its greylisting was `worked_after` seconds ago, and the receiver now knows the triplet.
+    grey.events.update(created_at=timezone.now() - timedelta(seconds=worked_after))
+    sink.behaviour.rejected_rcpts = {}
+    due_now(grey)
+    dispatch_batch()
+    assert fresh(grey).status == Status.DELIVERED
+
+    sink.behaviour.rejected_rcpts = {"next@example.org": POSTGREY.replace("grey@", "next@")}
+    later = due(domain, "next@example.org")
+    dispatch_batch()
+
+    waits = fresh(later).next_attempt_at - timezone.now()
+    assert timedelta(seconds=next_waits - 10) < waits <= timedelta(seconds=next_waits + 10)
+    other = due(domain, "someone@elsewhere.example")  # another domain's receiver: the default
+    sink.behaviour.rejected_rcpts = {"someone@elsewhere.example": POSTGREY}
+    dispatch_batch()
+    assert fresh(other).next_attempt_at - timezone.now() <= timedelta(seconds=DELAY)

@@ -12,7 +12,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from messaging.models import EventType, Message, Status
+from messaging.models import EventType, Message, Status, Suppression, SuppressionReason
 from messaging.outbound.direct.transport import MxTransport, validate_mx_url
 from messaging.outbound.dispatch import dispatch_batch
 from messaging.outbound.envelope import Envelope, SendResult
@@ -353,3 +353,36 @@ def test_a_host_with_a_thousand_addresses_gets_at_most_five_connection_attempts(
     result = send("bob@wide.test")
 
     assert result.final.code == 451 and "(5 tried)" in result.final.text
+
+
+@pytest.mark.parametrize("deferral", ["rcpt", "data"])
+def test_giving_up_on_a_receiver_that_kept_deferring_is_a_soft_bounce(zone, receivers, settings, deferral):
+    """In direct delivery no DSN ever says that a message expired in the queue: the last 4xx of the last
+    attempt is a soft bounce of each recipient it left, counted toward the soft-bounce limit (here 1)."""
+    settings.MAILSERVICE_DISPATCH_MAX_ATTEMPTS = 1
+    settings.MAILSERVICE_SOFT_BOUNCE_LIMIT = 1
+    mx(zone, "example.org", (10, "mx.example.org", "127.0.0.2"))
+    receiver = receivers("127.0.0.2")
+    if deferral == "rcpt":
+        receiver.behaviour.rejected_rcpts = {"bob@example.org": "452 4.2.2 Mailbox full"}
+    else:
+        receiver.behaviour.data_reply = "451 4.3.0 Temporary local problem"
+
+    message = dispatched("bob@example.org")
+
+    assert message.status == Status.FAILED
+    [soft] = message.events.filter(type=EventType.SOFT_BOUNCED)
+    assert (soft.recipient, soft.bounce_type, soft.remote_host) == ("bob@example.org", "soft", "mx.example.org")
+    assert soft.smtp_code == (452 if deferral == "rcpt" else 451)
+    suppression = Suppression.objects.get(address="bob@example.org")
+    assert suppression.reason == SuppressionReason.SOFT_BOUNCE and suppression.expires_at is not None
+
+
+def test_giving_up_when_no_receiver_answered_is_no_bounce(zone, settings, mx_port):
+    settings.MAILSERVICE_DISPATCH_MAX_ATTEMPTS = 1
+    mx(zone, "example.org", (10, "mx.example.org", "127.0.0.2"))  # nothing listens there
+
+    message = dispatched("bob@example.org")
+
+    assert message.status == Status.FAILED
+    assert not message.events.filter(type=EventType.SOFT_BOUNCED).exists()

@@ -21,8 +21,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from dnslib import TLSA
 
 from messaging.models import Status, TlsSessionCount
-from messaging.outbound.direct import tls_policy
+from messaging.outbound.direct import mta_sts, tls_policy
 from messaging.outbound.direct.tls_policy import destination_tls_policy
+from messaging.tls_reports.counts import tls_report
 from tests.dns_server import Zone
 from tests.harness import free_port, self_signed_certificate
 from tests.messaging.test_mx_delivery import dispatched, mx, send
@@ -264,29 +265,47 @@ def test_testing_mode_delivers_as_usual_and_reports_the_failure(zone, receivers,
     assert destination_tls_policy(domain="trial.test") == "MTA-STS testing"
 
 
+def publish_sts_id(zone: Zone, domain: str, policy_id: str) -> None:
+    zone.records[(f"_mta-sts.{domain}", "TXT")] = []
+    zone.publish_txt(f"_mta-sts.{domain}", f"v=STSv1; id={policy_id}")
+
+
 def test_a_policy_is_cached_until_the_txt_id_changes_and_a_failed_refresh_keeps_it(
-    zone, receivers, authority, sts, outcomes
+    zone, receivers, authority, sts, outcomes, monkeypatch
 ):
     mx(zone, "secure.test", (10, "mx.secure.test", "127.0.0.2"))
     receivers("127.0.0.2", tls_context=authority.issue("mx.secure.test")[0])
     served = sts("secure.test", "enforce", ["mx.secure.test"])
+    monkeypatch.setattr(mta_sts, "FETCH_INTERVAL_SECONDS", 0)  # Django's cache keeps nothing for 0 s
 
     assert send("bob@secure.test").delivered and send("bob@secure.test").delivered
     assert served.requests == 1
 
-    zone.records[("_mta-sts.secure.test", "TXT")] = []
-    zone.publish_txt("_mta-sts.secure.test", "v=STSv1; id=2")
+    publish_sts_id(zone, "secure.test", "2")
     served.body = served.body.replace(b"mx: mx.secure.test", b"mx: mx9.secure.test")
     result = send("bob@secure.test")
     assert served.requests == 2 and result.final.text.startswith("4.7.5")  # the new policy lists another host
 
-    zone.records[("_mta-sts.secure.test", "TXT")] = []
-    zone.publish_txt("_mta-sts.secure.test", "v=STSv1; id=3")
+    monkeypatch.setattr(mta_sts, "FETCH_INTERVAL_SECONDS", 300)
+    publish_sts_id(zone, "secure.test", "3")
     served.status = 500
     for _ in range(2):
         result = send("bob@secure.test")
         assert result.final.text.startswith("4.7.5")  # the cached policy still holds
-    assert served.requests == 3  # a failed fetch is not repeated at once for the same id
+    assert served.requests == 3  # a failed fetch is not repeated within the interval
+
+
+def test_an_id_that_changes_on_every_lookup_costs_one_fetch_per_interval(zone, receivers, authority, sts, outcomes):
+    """Issue 40, item 7: each batch used to fetch anew (and wait out a failing fetch's deadline)."""
+    mx(zone, "churn.test", (10, "mx.churn.test", "127.0.0.2"))
+    receivers("127.0.0.2", tls_context=authority.issue("mx.churn.test")[0])
+    served = sts("churn.test", "enforce", ["mx.churn.test"])
+
+    for policy_id in ("1", "2", "3", "4"):
+        publish_sts_id(zone, "churn.test", policy_id)
+        assert send("bob@churn.test").delivered  # under the policy fetched first, still unexpired
+    assert served.requests == 1
+    assert {o["policy_type"] for o in outcomes} == {"sts"}
 
 
 @pytest.mark.parametrize(
@@ -464,6 +483,31 @@ def test_sessions_are_counted_for_the_tls_reports(zone, receivers, authority, st
         ("secure.test", "sts", "mx.secure.test", "", 1),
         ("trial.test", "sts", "mx.trial.test", "starttls-not-supported", 1),
     ]
+
+
+def test_mail_over_a_kept_session_is_counted_in_its_domains_tls_report(zone, receivers, authority):
+    """Issue 40, item 7: two domains hosted on one MX; the second's mail goes over the session the first's
+    batch opened and left idle, and its report counts that session (it was never counted before)."""
+    mx(zone, "first.test", (10, "mx.hosting.test", "127.0.0.2"))
+    mx(zone, "second.test", (10, "mx.hosting.test", "127.0.0.2"))
+    zone.publish_txt("_smtp._tls.second.test", "v=TLSRPTv1; rua=mailto:tlsrpt@second.test")
+    receiver = receivers("127.0.0.2", tls_context=authority.issue("mx.hosting.test")[0])
+
+    assert send("a@first.test").delivered
+    assert send("b@second.test").delivered  # the next batch, over the session kept idle
+    assert send("c@second.test").delivered  # and again: the session is counted once for second.test
+
+    assert receiver.connections == 1
+    report = tls_report(
+        day=datetime.datetime.now(datetime.UTC).date(),
+        policy_domain="second.test",
+        organization="acme.test",
+        contact="c@acme.test",
+        report_id="r1",
+    )
+    [policy] = report["policies"]
+    assert policy["policy"]["policy-type"] == "no-policy-found"
+    assert policy["summary"] == {"total-successful-session-count": 1, "total-failure-session-count": 0}
 
 
 def test_a_session_kept_open_from_before_a_domain_published_enforce_does_not_carry_its_mail(

@@ -17,6 +17,9 @@ Per destination, shared by the fleet through Redis (messaging/outbound/fleet_lim
 - the AIMD rate: unlimited until the destination answers "slow down" (the rule table,
   messaging/outbound/provider_rules.py) at any stage, which halves it; a permit further away than
   RATE_WAIT puts the recipient back until then rather than holding the worker's thread;
+- its spacing after a refusal (messaging/outbound/direct/spacing.py): a slow-down reply, a refused,
+  reset or 4xx-greeted connection pauses it and allows one new connection per spacing, and one
+  connection open at a time until the spacing has eased away;
 - what the console shows (`destination_list`): the MX hosts last routed to and the last error,
   kept in the destination's rate hash (a process writes the hosts at most once per NOTE_SECONDS
   unless they change); the destinations used in the last day are in INDEX_KEY.
@@ -33,6 +36,7 @@ from django.conf import settings
 from publicsuffixlist import PublicSuffixList
 from redis.exceptions import RedisError
 
+from messaging.outbound.direct import spacing
 from messaging.outbound.envelope import NotSent, SendResult
 from messaging.outbound.fleet_limits import (
     as_text,
@@ -53,7 +57,7 @@ INDEX_KEY = "destination:index"  # sorted set: destination -> when a batch last 
 INDEX_DAYS = 1  # the console lists the destinations used within this many days
 CONNECTION_WAIT = 0.5  # seconds a worker waits for a free connection slot before putting the recipient back
 RATE_WAIT = 1.0  # the longest permit wait a worker sleeps; a longer one puts the recipient back until then
-THROTTLE_RETRY_SECONDS = 1.0  # a recipient put back after a slow-down reply is due again this much later
+THROTTLE_RETRY_SECONDS = 1.0  # a recipient put back at the connection cap is due again this much later
 _ERROR_CHARS = 300
 NOTE_SECONDS = 60.0  # a process records a destination's MX hosts and TLS policy at most this often
 
@@ -150,6 +154,7 @@ class DestinationGate:
     the receivers answered (a slow-down lowers the rate, an error is remembered)."""
 
     noted: set[str] = field(default_factory=set)
+    spaced: set[str] = field(default_factory=set)  # destinations found spaced by this batch: a delivery eases them
 
     def note_due(self, destination: str, hosts: list[str]) -> bool:
         """Whether this batch is to `note` the destination: not yet by this batch, and not by this
@@ -171,7 +176,12 @@ class DestinationGate:
 
     def admit(self, destination: str, *, follows: bool = False) -> NotSent | None:
         """A permit of the destination's rate (slept for up to RATE_WAIT), or why the recipients go back.
-        A transaction that `follows` one of the message already begun waits for its permit, however long."""
+        A transaction that `follows` one of the message already begun waits for its permit, however long,
+        and goes through a spacing (messaging/outbound/direct/spacing.py); any other waits the spacing out, queued."""
+        if (spaced := spacing.spacing_of(destination)) is not None:
+            self.spaced.add(destination)
+            if spaced.wait > 0 and not follows:
+                return NotSent(f"{destination} is {spaced.why}", until=_after(spaced.wait))
         wait = permit(destination, max_wait=None if follows else RATE_WAIT)
         if not wait:
             return None
@@ -179,35 +189,42 @@ class DestinationGate:
 
     def take_slot(self, destination: str, *, wait: float = CONNECTION_WAIT) -> str | None:
         """A connection slot (a token), or None if none came free within `wait` seconds; "" while
-        MAILSERVICE_MX_CONNECTIONS is 0 (no cap)."""
-        cap = settings.MAILSERVICE_MX_CONNECTIONS
+        MAILSERVICE_MX_CONNECTIONS is 0 (no cap). A spaced destination takes one connection at a time: a
+        second one is what receivers that count connections per client refuse first."""
+        cap = self.cap(destination)
         return take_slot(destination, cap, wait=wait) if cap else ""
+
+    def cap(self, destination: str) -> int:
+        return 1 if destination in self.spaced else settings.MAILSERVICE_MX_CONNECTIONS
 
     def give_back(self, destination: str, token: str) -> None:
         if token:
             give_back_slot(destination, token)
 
-    @staticmethod
-    def at_cap(destination: str) -> NotSent:
-        cap = settings.MAILSERVICE_MX_CONNECTIONS
-        why = f"destination {destination} at its connection cap ({cap})"
+    def at_cap(self, destination: str) -> NotSent:
+        why = f"destination {destination} at its connection cap ({self.cap(destination)})"
         return NotSent(why, until=_after(THROTTLE_RETRY_SECONDS))
 
     def observe(self, destination: str, result: SendResult) -> SendResult:
-        """The receivers' answers: a slow-down reply lowers the destination's rate and, when nobody got
-        the message, puts its recipients back; any error is remembered for the console."""
+        """The receivers' answers: a slow-down reply lowers the destination's rate, spaces it and, when
+        nobody got the message, puts its recipients back until the spacing ends; a delivery eases a
+        spacing; any error is remembered for the console."""
         replies = [result.final, *result.refused.values()]
         failed = [reply for reply in replies if reply.code >= 400]
         if failed:
             _remember(destination, last_error=str(failed[-1])[:_ERROR_CHARS], last_error_at=time.time())
         throttle = next((reply for reply in failed if is_throttle(reply)), None)
         if throttle is None:
+            if result.delivered and destination in self.spaced:
+                spacing.succeeded(destination)
             return result
         slow_down(destination, reply=str(throttle))
+        interval = spacing.refused(destination, reason=str(throttle))
+        self.spaced.add(destination)
         if result.delivered:
             return result
         why = f"{destination} asked to slow down: {throttle}"
-        result.not_sent = NotSent(why, until=_after(THROTTLE_RETRY_SECONDS), throttle=True)
+        result.not_sent = NotSent(why, until=_after(interval), throttle=True)
         return result
 
 

@@ -5,9 +5,11 @@ GET https://mta-sts.<domain>/.well-known/mta-sts.txt, with the policy host resol
 service's resolver, its certificate verified (the system's store and MAILSERVICE_TLS_CA_FILE), no
 redirect followed, at most MAX_POLICY_BYTES within one deadline (MAILSERVICE_SMTP_TIMEOUT) however
 the server paces its bytes. Policies are cached in Django's cache (Redis when REDIS_URL is set, so
-every worker shares them) for their max_age, and fetched again when the TXT id changes. A failed
-fetch keeps using an unexpired cached policy (RFC 8461 §5.1); with none cached there is no policy,
-and the fetch is not tried again for that id for FAILED_FETCH_SECONDS.
+every worker shares them) for their max_age, and fetched again when the TXT id changes, at most once
+per domain per FETCH_INTERVAL_SECONDS (a negative cache, shared the same way): an id that changes on
+every lookup, or a policy host that keeps failing, costs one fetch an interval, not one each batch. A
+failed fetch keeps using an unexpired cached policy (RFC 8461 §5.1); with none cached there is no
+policy, and its failure is reported for the interval.
 """
 
 import ipaddress
@@ -33,10 +35,11 @@ MAX_MX_PATTERNS = 100
 MAX_TXT_CHARS = 1024
 _ID = re.compile(r"[A-Za-z0-9]{1,32}")
 _CACHE_KEY = "mta-sts:policy:{}"
-_FAILED_KEY = "mta-sts:failed:{}"
-# A failed fetch is not tried again for the same TXT id within this time: a policy host that times out
-# would otherwise hold every batch to its domain for the whole fetch deadline.
-FAILED_FETCH_SECONDS = 300
+_FETCHED_KEY = "mta-sts:fetched:{}"
+# A domain's policy is fetched at most once in this time, whatever its TXT id says: a policy host that
+# times out, or an id that changes on every lookup, would otherwise hold every batch to the domain for
+# the whole fetch deadline.
+FETCH_INTERVAL_SECONDS = 300
 
 # RFC 8460 result types of a policy lookup
 FETCH_ERROR = "sts-policy-fetch-error"
@@ -224,14 +227,15 @@ def policy_for(resolver: dns.resolver.Resolver, domain: str, *, allowed: Callabl
     if policy_id is None or (cached is not None and cached.id == policy_id):
         # No record (or an unusable one): a cached policy still holds until it expires (RFC 8461 §3.3).
         return StsLookup(cached)
-    failed = cache.get(_FAILED_KEY.format(domain))
-    if failed is not None and failed["id"] == policy_id:
-        return StsLookup(cached, failed["result_type"], failed["detail"])
+    fetched = cache.get(_FETCHED_KEY.format(domain))
+    if fetched is not None:  # fetched within the interval: its failure, if it failed, stands until then
+        return StsLookup(cached, fetched.get("result_type", ""), fetched.get("detail", ""))
     try:
         policy = fetch_policy(resolver, domain, policy_id=policy_id, allowed=allowed)
     except PolicyError as exc:
         failure = {"id": policy_id, "result_type": exc.result_type, "detail": str(exc)[:300]}
-        cache.set(_FAILED_KEY.format(domain), failure, timeout=FAILED_FETCH_SECONDS)
+        cache.set(_FETCHED_KEY.format(domain), failure, timeout=FETCH_INTERVAL_SECONDS)
         return StsLookup(cached, exc.result_type, str(exc))
+    cache.set(_FETCHED_KEY.format(domain), {"id": policy_id}, timeout=FETCH_INTERVAL_SECONDS)
     _store(domain, policy)
     return StsLookup(policy)

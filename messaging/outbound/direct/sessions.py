@@ -69,6 +69,16 @@ class MxSession:
     opened_at: float = field(default_factory=time.monotonic)
     transactions: int = 0
     idle_since: float = 0.0
+    # Its TLS as the report of another policy domain it carries mail for counts it.
+    tls_outcome: tls_policy.Outcome = field(default_factory=tls_policy.Outcome)
+    reported: set[str] = field(default_factory=set)  # the policy domains whose TLS report counts it
+
+    def report_for(self, policy: tls_policy.HostPolicy) -> None:
+        """Count the session in the TLS report of `policy`'s domain, once (RFC 8460: a kept session carrying
+        a domain's mail is a session with that domain's MX, whichever domain it was opened for)."""
+        if policy.domain not in self.reported:
+            self.reported.add(policy.domain)
+            tls_policy.record(policy, host=self.host, address=self.address, outcome=self.tls_outcome)
 
     @property
     def key(self) -> SessionKey:

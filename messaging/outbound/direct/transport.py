@@ -22,8 +22,9 @@ is an IP literal or `localhost` is never used; one that resolves to loopback, pr
 addresses only with MAILSERVICE_MX_ALLOW_PRIVATE.
 
 Each recipient domain's transaction goes through its destination's limits (messaging/outbound/direct/destinations.py):
-the rate, a connection slot for each session opened, and the slow-down replies; a limit that stops it
-returns a result with `not_sent`, which dispatch puts back without using an attempt.
+the rate, a connection slot for each session opened, the slow-down replies, and its spacing after a refusal
+(messaging/outbound/direct/spacing.py); a limit that stops it returns a result with `not_sent`, which dispatch
+puts back without using an attempt.
 
 Sessions outlive their batch: each worker process keeps them idle for its next batches, under their
 connection slots (messaging/outbound/direct/sessions.py).
@@ -36,6 +37,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 import dns.exception
@@ -48,7 +50,7 @@ from domains.dns import dns_resolver
 from domains.models import SourceAddress
 from mailservice.addresses import may_connect
 from mailservice.errors import ValidationFailed
-from messaging.outbound.direct import tls_policy
+from messaging.outbound.direct import spacing, tls_policy
 from messaging.outbound.direct.destinations import CONNECTION_WAIT, DestinationGate, destination_of
 from messaging.outbound.direct.mta_sts import policy_for, verified_tls_context
 from messaging.outbound.direct.routing import (
@@ -93,6 +95,14 @@ class _AtConnectionCap(Exception):
     """The destination's connections are all in use (MAILSERVICE_MX_CONNECTIONS) and none came free."""
 
 
+class _Spaced(Exception):
+    """The destination refused lately and its one new connection per spacing is taken: `wait` seconds until the next."""
+
+    def __init__(self, destination: str, wait: float) -> None:
+        super().__init__(destination)
+        self.wait = wait
+
+
 class _HostSkipped(Exception):
     """One MX host cannot be used; `transient`: it may be usable later (a lookup failed)."""
 
@@ -121,7 +131,9 @@ class _Search:
     refused_by_policy: str = ""
     transient: bool = False
     throttled: Reply | None = None  # a host's slow-down greeting (421), should none answer
+    refusal: str = ""  # a host refused or reset the connection, or greeted with 4xx: the destination is spaced
     attempts: int = 0
+    claimed: bool = False  # this search's one new connection under the destination's spacing is claimed
 
     def out_of_time(self) -> bool:
         return time.monotonic() >= self.deadline
@@ -211,6 +223,9 @@ class MxConnection:
             session = self._session(domain, sources.get(domain), follows=envelope.follows)
         except _AtConnectionCap:
             return _not_sent(self.gate.at_cap(destination))
+        except _Spaced as exc:
+            why = f"{destination} refused a connection lately: its next new connection in {exc.wait:.1f} s"
+            return _not_sent(NotSent(why, until=datetime.now(UTC) + timedelta(seconds=exc.wait)))
         except Undeliverable as exc:
             return self.gate.observe(destination, SendResult(final=exc.reply))
         session.transactions += 1
@@ -219,6 +234,8 @@ class MxConnection:
         except (OSError, smtplib.SMTPException) as exc:
             # Not handed to the next host: the data may have arrived before the connection failed.
             self._drop(session)
+            if isinstance(exc, ConnectionResetError | smtplib.SMTPServerDisconnected):
+                spacing.refused(destination, reason=f"{session} dropped the session: {error_brief(exc)}")
             result = SendResult(final=Reply(451, f"4.4.2 the session with {session} failed: {error_brief(exc)}"))
         return self.gate.observe(destination, result)
 
@@ -319,6 +336,8 @@ class MxConnection:
                 session = self._open(search, _Target(host, address, policy, source, destination), follows=follows)
                 if session is not None:
                     return session
+        if search.refusal:
+            spacing.refused(destination, reason=search.refusal)
         raise search.undeliverable(domain)
 
     def _holds(self, host: str, source: Source | None) -> bool:
@@ -333,6 +352,7 @@ class MxConnection:
         kept = self._sessions.get(key)
         if kept is not None and kept.meets(host, policy):
             if kept.reusable() and kept.smtp.reset():
+                kept.report_for(policy)
                 return kept
             self._drop(kept)
         pooled = idle_sessions.take(key, lambda session: session.meets(host, policy))
@@ -344,15 +364,22 @@ class MxConnection:
         if (replaced := self._sessions.pop(key, None)) is not None:  # opened under a policy this one does not meet
             idle_sessions.put(replaced)
         self._sessions[key] = pooled
+        pooled.report_for(policy)
         return pooled
 
     def _open(self, search: "_Search", target: "_Target", *, follows: bool) -> MxSession | None:
-        """A new session with one MX address, under a slot of its destination; None (noted in `search`) if it fails."""
+        """A new session with one MX address, under a slot of its destination; None (noted in `search`) if it fails.
+        A destination spaced after a refusal allows one new connection per spacing (the search's first: _Spaced
+        if another took it), except for a transaction that `follows` one already begun."""
+        if not follows and not search.claimed:
+            if (wait := spacing.claim_connection(target.destination)) > 0:
+                raise _Spaced(target.destination, wait)
+            search.claimed = True
         slot = self._slot(target.destination, follows=follows)
         search.attempts += 1
         search.transient = True
         try:
-            smtp = self._connect(target.host, target.address, target.policy, target.source)
+            smtp, outcome = self._connect(target.host, target.address, target.policy, target.source)
         except tls_policy.TlsRefused as exc:
             self.gate.give_back(target.destination, slot)
             search.refused_by_policy = str(exc)
@@ -360,11 +387,22 @@ class MxConnection:
         except (OSError, smtplib.SMTPException) as exc:  # refused, timed out, or greeted with other than 220
             self.gate.give_back(target.destination, slot)
             search.errors.append(f"{target.host} [{target.address}]: {error_brief(exc)}")
-            if (reply := reply_of(exc)) is not None and is_throttle(reply):
+            reply = reply_of(exc)
+            if reply is not None and is_throttle(reply):
                 search.throttled = reply
+            if _is_refusal(exc, reply):
+                search.refusal = search.errors[-1]
             return None
         session = MxSession(
-            target.host, target.address, self.port, smtp, target.source, destination=target.destination, slot=slot
+            target.host,
+            target.address,
+            self.port,
+            smtp,
+            target.source,
+            destination=target.destination,
+            slot=slot,
+            tls_outcome=outcome,
+            reported={target.policy.domain},
         )
         if target.policy.mandatory:
             session.secured, session.tlsa = target.policy.kind, target.policy.tlsa
@@ -381,22 +419,26 @@ class MxConnection:
             raise tls_policy.TlsRefused(f"{policy.describe()}: {outcome.detail}")
         return policy
 
-    def _connect(self, host: str, address: str, policy: tls_policy.HostPolicy, source: Source | None) -> SmtpConnection:
-        """A session with the TLS `policy` demands; TlsRefused when a mandatory policy's demand is not met."""
+    def _connect(
+        self, host: str, address: str, policy: tls_policy.HostPolicy, source: Source | None
+    ) -> tuple[SmtpConnection, tls_policy.Outcome]:
+        """A session with the TLS `policy` demands, and its TLS outcome as another domain without a mandatory
+        policy would report it; TlsRefused when a mandatory policy's demand is not met."""
         clear = RelayConfig(address, self.port, "", "", "none", verify=False)
         connection = SmtpConnection(clear, self.timeout, source)
         outcome = tls_policy.upgrade(connection.smtp, host=host, policy=policy)
         tls_policy.record(policy, host=host, address=address, outcome=outcome)
         if not outcome.failure or (outcome.in_clear and not policy.mandatory):
-            return connection
+            return connection, outcome
         connection.close()
         if policy.mandatory:
             raise tls_policy.TlsRefused(f"{policy.describe()}: {outcome.detail} [{address}]")
         if outcome.retry_unverified:  # MTA-STS testing: the failure is reported, the mail goes as without policy
-            return SmtpConnection(replace(clear, security="starttls-optional"), self.timeout, source)
+            unverified = SmtpConnection(replace(clear, security="starttls-optional"), self.timeout, source)
+            return unverified, tls_policy.Outcome()
         # The offered upgrade failed (a handshake error, a refusal, a reset): opportunistic TLS then
         # delivers in clear over a new connection rather than not at all, as Postfix's "may" level does.
-        return SmtpConnection(clear, self.timeout, source)
+        return SmtpConnection(clear, self.timeout, source), outcome
 
     def _addresses_from(self, host: str, source: Source | None) -> list[str]:
         """The host's usable addresses of the source address's family (IPv4 or IPv6)."""
@@ -452,6 +494,14 @@ class MxConnection:
                 idle_sessions.put(session)
             else:
                 session.close()
+
+
+def _is_refusal(exc: BaseException, reply: Reply | None) -> bool:
+    """A receiver turning a connection away (refused, reset, closed before its banner, a 4xx banner,
+    "too many connections"), as against one that cannot be reached at all (a timeout, no route)."""
+    if isinstance(exc, ConnectionRefusedError | ConnectionResetError | smtplib.SMTPServerDisconnected):
+        return True
+    return reply is not None and (400 <= reply.code < 500 or "too many connections" in reply.text.lower())
 
 
 def _not_sent(refusal: NotSent) -> SendResult:
