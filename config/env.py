@@ -46,8 +46,11 @@ def _env_number(name: str, default: T, parse: Callable[[str], T], what: str) -> 
         raise ImproperlyConfigured(f"{name} must be {what}, got {value!r}") from None
 
 
-def env_int(name: str, default: int) -> int:
-    return _env_number(name, default, int, "an integer")
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    value = _env_number(name, default, int, "an integer")
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be an integer of at least {minimum}, got {value}")
+    return value
 
 
 def env_float(name: str, default: float) -> float:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from celery.schedules import crontab
 from cryptography.fernet import Fernet
-from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 from dotenv import load_dotenv
 
@@ -37,6 +36,19 @@ from config.env import (
     env_source_addresses,
     env_str,
     env_url,
+)
+from config.framework import (  # noqa: F401
+    CONTENT_SECURITY_POLICY,
+    FORMAT_MODULE_PATH,
+    INSTALLED_APPS,
+    LANGUAGE_CODE,
+    MIDDLEWARE,
+    REST_FRAMEWORK,
+    SPECTACULAR_SETTINGS,
+    TEMPLATES,
+    TIME_ZONE,
+    USE_I18N,
+    USE_TZ,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -76,45 +88,6 @@ MAILSERVICE_ENCRYPTION_KEYS = env_fernet_keys("MAILSERVICE_ENCRYPTION_KEYS") or 
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 
-INSTALLED_APPS = [
-    "django.contrib.admin",
-    "django.contrib.auth",
-    "django.contrib.contenttypes",
-    "django.contrib.sessions",
-    "django.contrib.messages",
-    "django.contrib.staticfiles",
-    "rest_framework",
-    "drf_spectacular",
-    "drf_spectacular_sidecar",
-    "axes",  # before mailservice: mailservice/admin.py re-registers its admin pages
-    "mailservice",
-    "domains",
-    "apikeys",
-    "templates_app",
-    "messaging",
-    "webhooks",
-]
-
-# Every request passes through the first five; the console's layers, between ConsoleLayers and
-# ConsoleLayersEnd, run for every path but /v1/ (docs/architecture.md, "One request, two paths").
-MIDDLEWARE = [
-    "mailservice.api.middleware.RequestIdMiddleware",
-    "mailservice.api.middleware.ApiErrorMiddleware",
-    "django.middleware.security.SecurityMiddleware",  # before the rate limit: its 429 and 413 carry the headers too
-    "mailservice.api.middleware.RateLimitMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "mailservice.api.middleware.ConsoleLayers",
-    "csp.middleware.CSPMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "axes.middleware.AxesMiddleware",  # last of the console's layers, as django-axes requires
-    "mailservice.api.middleware.ConsoleLayersEnd",
-]
-
 # --- The console's login: throttled per user name, from whatever addresses (django-axes) ---
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env_int("MAILSERVICE_LOGIN_FAILURE_LIMIT", 5)
@@ -128,43 +101,10 @@ AXES_RESET_ON_SUCCESS = True
 AXES_CLIENT_IP_CALLABLE = "mailservice.api.clientip.client_ip"  # MAILSERVICE_TRUSTED_PROXIES decides, as for the API
 AXES_LOCKOUT_TEMPLATE = "admin/mailservice/locked_out.html"
 
-# --- Content-Security-Policy (django-csp) on every console page: nothing loads from elsewhere. The
-# console's own inline script carries the request's nonce; inline style attributes are allowed (the
-# admin's templates use them). Previews of mail HTML add their own, stricter policy (mailservice/console.py).
-CONTENT_SECURITY_POLICY = {
-    "EXCLUDE_URL_PREFIXES": ["/docs/"],  # Swagger UI's page runs inline scripts
-    "DIRECTIVES": {
-        "default-src": [SELF],
-        "script-src": [SELF, NONCE],
-        "style-src": [SELF, UNSAFE_INLINE],
-        "img-src": [SELF, "data:"],
-        "frame-src": [SELF],
-        "object-src": [NONE],
-        "base-uri": [NONE],
-        "form-action": [SELF],
-        "frame-ancestors": [NONE],
-    },
-}
-
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
 ASGI_APPLICATION = "config.asgi.application"
 APPEND_SLASH = False
-
-TEMPLATES = [
-    {
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
-        "APP_DIRS": True,
-        "OPTIONS": {
-            "context_processors": [
-                "django.template.context_processors.request",
-                "django.contrib.auth.context_processors.auth",
-                "django.contrib.messages.context_processors.messages",
-            ],
-        },
-    },
-]
 
 DATABASES = {
     "default": database_from_url(env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'mailservice.sqlite3'}"), BASE_DIR)
@@ -187,12 +127,6 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "mailservice.redis_pool.ProcessRedisCache", "LOCATION": REDIS_URL}}
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-
-LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
-USE_I18N = True
-USE_TZ = True
-FORMAT_MODULE_PATH = ["config.formats"]
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
@@ -219,47 +153,6 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 # above is one send's). 40 MiB holds 100 messages at the largest inline bodies, or 500 at 80 KB each.
 MAILSERVICE_BATCH_MAX = env_int("MAILSERVICE_BATCH_MAX", 500)
 MAILSERVICE_BATCH_MAX_BYTES = env_int("MAILSERVICE_BATCH_MAX_BYTES", 40 * 1024 * 1024)
-
-REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["mailservice.api.authentication.BearerKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["mailservice.api.parsers.BoundedJSONParser"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "mailservice.api.negotiation.JsonOnlyNegotiation",
-    "DEFAULT_SCHEMA_CLASS": "mailservice.api.openapi.ApiSchema",
-    # OPTIONS is not an operation of the API: it answers 405 like any other undocumented method.
-    "DEFAULT_METADATA_CLASS": None,
-    "EXCEPTION_HANDLER": "mailservice.api.exceptions.api_exception_handler",
-    "UNAUTHENTICATED_USER": None,
-}
-
-SPECTACULAR_SETTINGS = {
-    "TITLE": "Mail service API",
-    "DESCRIPTION": "Send email from a verified domain and read its retained messages.",
-    "VERSION": "0.1.0",
-    "OAS_VERSION": "3.1.0",
-    "SERVE_INCLUDE_SCHEMA": False,
-    "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    # Swagger UI would otherwise send the document's URL to validator.swagger.io: /docs/ stays offline.
-    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
-    "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": [
-        "mailservice.api.openapi.add_webhook_components",
-        "mailservice.api.openapi.close_object_schemas",
-    ],
-    "APPEND_COMPONENTS": {
-        "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer", "description": "A domain API key"}}
-    },
-    "SECURITY": [{"bearerAuth": []}],
-    "AUTHENTICATION_WHITELIST": [],
-    # One per event type (docs/webhooks.md).
-    "WEBHOOKS": [
-        f"mailservice.api.webhook_schemas.EMAIL_{name}"
-        for name in ("ACCEPTED", "DELIVERED", "DELAYED", "BOUNCED", "COMPLAINED", "FAILED", "SUPPRESSED", "RECEIVED")
-    ]
-    + ["mailservice.api.webhook_schemas.DOMAIN_DMARC_REPORT"],
-}
 
 # --- The mail service itself ---------------------------------------------------------
 MAILSERVICE_RATE_LIMIT = env_rate("MAILSERVICE_RATE_LIMIT", "120/m")
@@ -291,15 +184,12 @@ MAILSERVICE_REPORT_MAX_BYTES = env_int("MAILSERVICE_REPORT_MAX_BYTES", 20 * 1024
 # The most records a DMARC report may hold; reading stops at the first past it and the mail is kept
 # with the reason. Reporters write one record per source address and result set: the largest real
 # report we have (parsedmarc's sample from a large reporter, 2,286 records) fits eight times over.
-MAILSERVICE_REPORT_MAX_RECORDS = env_int("MAILSERVICE_REPORT_MAX_RECORDS", 20_000)
+MAILSERVICE_REPORT_MAX_RECORDS = env_int("MAILSERVICE_REPORT_MAX_RECORDS", 20_000, minimum=1)
 # The records a domain's DMARC reports may add in a UTC day; a report past it is kept as received mail
 # with the reason. Ten of the largest reports a day: no outsider can turn mail into unbounded rows.
-MAILSERVICE_REPORT_DAILY_ROWS = env_int("MAILSERVICE_REPORT_DAILY_ROWS", 200_000)
+MAILSERVICE_REPORT_DAILY_ROWS = env_int("MAILSERVICE_REPORT_DAILY_ROWS", 200_000, minimum=1)
 # A report whose period begins more than this many days ago (or ends more than a day ahead) is refused.
-MAILSERVICE_REPORT_MAX_AGE_DAYS = env_int("MAILSERVICE_REPORT_MAX_AGE_DAYS", 60)
-for _name in ("MAILSERVICE_REPORT_MAX_RECORDS", "MAILSERVICE_REPORT_DAILY_ROWS", "MAILSERVICE_REPORT_MAX_AGE_DAYS"):
-    if globals()[_name] < 1:
-        raise ImproperlyConfigured(f"{_name} must be at least 1, got {globals()[_name]}")
+MAILSERVICE_REPORT_MAX_AGE_DAYS = env_int("MAILSERVICE_REPORT_MAX_AGE_DAYS", 60, minimum=1)
 # Accept bounces to the unsigned VERP form `bounces+<id>@` (messages of the last 7 days only).
 MAILSERVICE_VERP_ACCEPT_UNSIGNED = env_bool("MAILSERVICE_VERP_ACCEPT_UNSIGNED", True)
 # TLS of the SMTP servers (STARTTLS on the inbound and submission servers, or implicit TLS with
@@ -486,14 +376,14 @@ MAILSERVICE_RELAY_RATE_STEP = env_float("MAILSERVICE_RELAY_RATE_STEP", 2.0)
 MAILSERVICE_RELAY_RATE_FLOOR = env_float("MAILSERVICE_RELAY_RATE_FLOOR", 1.0)
 # A recipient domain the relay answers a temporary failure for waits BASE * 2^(n-1) seconds
 # (at most MAX) after its n-th such answer in a row; its messages wait as a group meanwhile.
+MAILSERVICE_DESTINATION_BACKOFF_BASE = env_float("MAILSERVICE_DESTINATION_BACKOFF_BASE", 30.0)
+MAILSERVICE_DESTINATION_BACKOFF_MAX = env_float("MAILSERVICE_DESTINATION_BACKOFF_MAX", 1800.0)
 # A message a receiver greylisted (messaging/outbound/greylisting.py) is tried again after this many
-# seconds: postgrey's default delay, and the first greylisting uses no attempt.
+# seconds (or what worked for its domain before): postgrey's default delay; the first greylisting uses no attempt.
 MAILSERVICE_GREYLIST_DELAY = env_int("MAILSERVICE_GREYLIST_DELAY", 300)
 # The last field of every outgoing message's Feedback-ID header (messaging/feedback_id.py): who sends, as
 # Gmail's feedback loop groups complaint rates by it. A few low-cardinality letters, digits, dots or dashes.
 MAILSERVICE_FEEDBACK_SENDER_ID = env_str("MAILSERVICE_FEEDBACK_SENDER_ID", "mailservice")
-MAILSERVICE_DESTINATION_BACKOFF_BASE = env_float("MAILSERVICE_DESTINATION_BACKOFF_BASE", 30.0)
-MAILSERVICE_DESTINATION_BACKOFF_MAX = env_float("MAILSERVICE_DESTINATION_BACKOFF_MAX", 1800.0)
 # Tests give each web/worker pair a queue of its own.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 # An unacknowledged task (its worker died) is redelivered after this many seconds; the
