@@ -52,6 +52,7 @@ ALLOWED = {
     b"Subject",
     b"Date",
     b"Message-ID",
+    b"Feedback-ID",  # the service's own, its fields reduced to safe characters (messaging/feedback_id.py)
     b"MIME-Version",
     b"Content-Type",
     b"Content-Transfer-Encoding",
