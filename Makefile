@@ -41,12 +41,12 @@ migrate: install
 # and drops its own database on it) and REDIS_URL. Results go to bench/results/.
 .PHONY: bench bench-smoke
 # Then the nodes-apart fault test at full size (bench/nodes.py, 5 minutes), which needs root.
-bench: install
+bench: install system-packages
 	$(BIN)/python -m bench all
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory nodes; else echo "bench: nodes skipped (needs root)"; fi
 
 # Every scenario at a tiny size, in seconds: checks the harness, not the speed.
-bench-smoke: install
+bench-smoke: install system-packages
 	$(BIN)/python -m bench all --tiny
 
 # The JS client's type checker (TypeScript, a devDependency of clients/js), pinned by its lock file.
@@ -127,10 +127,10 @@ browser-test: install
 # the relay and a web process break. It starts private PostgreSQL and Redis instances (never the
 # shared ones) and needs the PostgreSQL server binaries (POSTGRES_BIN_DIR, default /usr/lib/postgresql/15/bin).
 SOAK_SECONDS ?= 300
-soak: install
+soak: install system-packages
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python bench/soak.py --output bench/results/soak-latest.md
 # The same with direct delivery (mx://): the sink is the recipients' MX, DNS fails and times out too.
-soak-direct: install
+soak-direct: install system-packages
 	SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python bench/soak.py --direct --output bench/results/soak-direct-latest.md
 
 # Nodes apart (bench/nodes.py): NODES_SECONDS of load (default 300) through nginx to three application

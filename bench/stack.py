@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from cryptography.fernet import Fernet
+from dotenv import dotenv_values
 
 if TYPE_CHECKING:
     from tests.harness import ChildServer
@@ -40,13 +41,19 @@ class Services:
 
 def services_from_environment(database: str | None) -> Services:
     """DATABASE_URL names the PostgreSQL server (the bench uses its own database `<name>_run`
-    on it, or `database`); REDIS_URL the Redis database the bench servers may use."""
-    database_url, redis_url = os.environ.get("DATABASE_URL", ""), os.environ.get("REDIS_URL", "")
+    on it, or `database`); REDIS_URL the Redis database the bench servers may use. Either comes from the
+    environment, else from .env as every other command reads it (only these two: the bench sets the rest)."""
+    written = dotenv_values(os.environ.get("MAILSERVICE_ENV_FILE") or ROOT / ".env")
+    database_url = os.environ.get("DATABASE_URL") or written.get("DATABASE_URL") or ""
+    redis_url = os.environ.get("REDIS_URL") or written.get("REDIS_URL") or ""
     parts = urlsplit(database_url)
     if parts.scheme not in {"postgres", "postgresql"}:
-        raise BenchError("set DATABASE_URL to a PostgreSQL server (postgres://…): the bench creates its own database")
+        raise BenchError(
+            "set DATABASE_URL (in the environment or .env) to a PostgreSQL server (postgres://…):"
+            " the bench creates its own database"
+        )
     if not redis_url.startswith("redis://"):
-        raise BenchError("set REDIS_URL to the Redis database the bench may use (redis://host:port/db)")
+        raise BenchError("set REDIS_URL (in the environment or .env) to the Redis database the bench may use")
     name = database or (parts.path.lstrip("/") or "mailservice") + "_run"
     return Services(database_url=urlunsplit(parts._replace(path=f"/{name}")), redis_url=redis_url)
 

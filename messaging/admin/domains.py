@@ -115,11 +115,14 @@ def _reports_context(domain: Domain, request: HttpRequest) -> dict[str, Any]:
     last = timezone.now().date()
     days = [last - timedelta(days=back) for back in range(SUMMARY_DAYS - 1, -1, -1)]
     labels = [f"{day:%m-%d}" for day in days]
-    volume = {
-        "messages": [by_day.get(day, (0, 0))[0] for day in days],
-        "dmarc pass": [by_day.get(day, (0, 0))[1] for day in days],
+    # A day no report covered is a gap in both charts, not a day of 0 messages and a 0 % pass rate.
+    volume: dict[str, list[int | None]] = {
+        "messages": [by_day[day][0] if day in by_day else None for day in days],
+        "dmarc pass": [by_day[day][1] if day in by_day else None for day in days],
     }
-    rate = {"pass rate %": [round(100 * p / m) if m else 0 for m, p in zip(*volume.values(), strict=True)]}
+    rate: dict[str, list[int | None]] = {
+        "pass rate %": [round(100 * p / m) if m else None for m, p in (by_day.get(day, (0, 0)) for day in days)]
+    }
     summary = dmarc_summary(domain=domain, include_unauthenticated=include_unauthenticated, with_sources=False)
     failing = Paginator(
         dmarc_failing_sources(domain=domain, include_unauthenticated=include_unauthenticated), FAILING_SOURCES_PAGE
@@ -133,10 +136,18 @@ def _reports_context(domain: Domain, request: HttpRequest) -> dict[str, Any]:
         "reports_include_unauthenticated": include_unauthenticated,
         "dmarc_failing": failing.get_page(request.GET.get("failing_page")),
         "dmarc_volume_chart": line_chart(
-            title="DMARC-reported messages per day", labels=labels, series=volume, colors=REPORT_COLORS
+            title="DMARC-reported messages per day",
+            unit="messages a day",
+            labels=labels,
+            series=volume,
+            colors=REPORT_COLORS,
         ),
         "dmarc_rate_chart": line_chart(
-            title="DMARC pass rate per day (%)", labels=labels, series=rate, colors=REPORT_COLORS
+            title="DMARC pass rate per day (%)",
+            unit="% of the day's messages",
+            labels=labels,
+            series=rate,
+            colors=REPORT_COLORS,
         ),
         "tls_summary": tls_summary(domain=domain, include_unauthenticated=include_unauthenticated),
     }

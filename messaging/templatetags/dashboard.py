@@ -32,6 +32,8 @@ def mailservice_dashboard() -> dict[str, Any]:
             "totals": {kind: domain.daily.total(kind) for kind in domain.daily.counts},
             "hourly": line_chart(
                 title=f"{domain.name}, last 24 hours",
+                unit="messages an hour",
+                with_legend=False,
                 labels=hour_labels,
                 series=domain.hourly.counts,
                 width=300,
@@ -39,6 +41,8 @@ def mailservice_dashboard() -> dict[str, Any]:
             ),
             "daily": line_chart(
                 title=f"{domain.name}, last 14 days",
+                unit="messages a day",
+                with_legend=False,
                 labels=day_labels,
                 series=domain.daily.counts,
                 width=300,
@@ -53,10 +57,18 @@ def mailservice_dashboard() -> dict[str, Any]:
         "queue": queue_state(now=now),
         "legend": legend(),
         "overall_hourly": line_chart(
-            title="All domains, last 24 hours", labels=hour_labels, series=data.overall_hourly.counts
+            title="All domains, last 24 hours",
+            unit="messages an hour",
+            with_legend=False,
+            labels=hour_labels,
+            series=data.overall_hourly.counts,
         ),
         "overall_daily": line_chart(
-            title="All domains, last 14 days", labels=day_labels, series=data.overall_daily.counts
+            title="All domains, last 14 days",
+            unit="messages a day",
+            with_legend=False,
+            labels=day_labels,
+            series=data.overall_daily.counts,
         ),
         "totals_24h": {kind: data.overall_hourly.total(kind) for kind in data.overall_hourly.counts},
         "domains": domains,
