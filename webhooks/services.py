@@ -242,8 +242,8 @@ def _message_events_fan_out(*, limit: int) -> int:
             wanted = wanted_by[event.pk]
             if not wanted:
                 continue
-            message, event_id = messages[event.message_id], public_id("evt")
-            payload = event_payload(event=event, message=message, message_data=data[message.pk], event_id=event_id)
+            message, event_id = messages[event.message_id], event.public_id
+            payload = event_payload(event=event, message=message, message_data=data[message.pk])
             deliveries += [
                 WebhookDelivery(
                     endpoint=endpoint,
