@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='suppression',
             name='is_test',
-            field=models.BooleanField(default=False, help_text="The sandbox's list: managed with test keys, checked only for test keys' sends"),
+            field=models.BooleanField(default=False, help_text="The sandbox's list: managed with test keys, checked only for test keys' sends", verbose_name="sandbox"),
         ),
         migrations.RunPython(events_domain_fill, migrations.RunPython.noop, elidable=True),
         migrations.AddIndex(

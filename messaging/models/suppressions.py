@@ -23,7 +23,9 @@ class Suppression(models.Model):
         max_length=320, help_text="The address as suppressions compare it: case-folded local part, A-label domain"
     )
     is_test = models.BooleanField(
-        default=False, help_text="The sandbox's list: managed with test keys, checked only for test keys' sends"
+        default=False,
+        verbose_name="sandbox",
+        help_text="The sandbox's list: managed with test keys, checked only for test keys' sends",
     )
     reason = models.CharField(max_length=16, choices=SuppressionReason.choices)
     # No foreign key in the database (messages are partitioned, see MessageEvent.message): retention sets

@@ -2,12 +2,14 @@
 error envelope for every bad input (hostile addresses in the path included)."""
 
 from datetime import timedelta
+from io import StringIO
 from urllib.parse import quote
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
-from apikeys.models import Permission
+from apikeys.models import ApiKey, Permission
 from messaging.models import Status, Suppression, SuppressionReason
 from messaging.outbound.dispatch import dispatch_batch
 from tests.api.wire import assert_api_error, inline_body
@@ -344,3 +346,17 @@ def test_a_repeated_query_parameter_is_refused(api, domain):
 
 def test_a_query_parameter_on_one_entry_is_refused(api, domain):
     assert_api_error(api.get(_path("a@example.org") + "?limit=1"), 400, "ValidationError")
+
+
+def test_create_api_key_grants_suppressions_write(domain):
+    out = StringIO()
+    call_command(
+        "create_api_key", domain.name, "--permission", "email.read", "--permission", "suppressions.write", stdout=out
+    )
+
+    secret = out.getvalue().splitlines()[-1]
+    assert "email.read, suppressions.write" in out.getvalue()
+    assert ApiKey.objects.get(prefix=secret.split("_")[1]).permissions == ["email.read", "suppressions.write"]
+    writer = client_for(None)
+    writer.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert writer.put(_path("a@example.org"), {}, format="json").status_code == 200
