@@ -451,8 +451,7 @@ def event_page(
     on event_stream_idx. Every bound is on created_at, the partition key, so on PostgreSQL a page reads the
     partitions from its position on, each by its index, whatever the history holds."""
     events = MessageEvent.objects.filter(domain=domain, is_test=is_test, type__in=types)
-    owner = f"{domain.public_id}:{int(is_test)}"
-    filters = f"{','.join(sorted(types))}:{since.isoformat() if since else ''}"
+    owner, filters = _event_cursor_scope(domain=domain, is_test=is_test, types=types, since=since)
     if since is not None:
         events = events.filter(created_at__gte=since)
     if after:
@@ -465,7 +464,20 @@ def event_page(
     page = page[:limit]
     next_cursor = None
     if has_more:
-        next_cursor = cursor_encode(
-            salt=_EVENT_CURSOR_SALT, owner=owner, filters=filters, moment=page[-1].created_at, key=page[-1].pk
-        )
+        next_cursor = event_cursor(domain=domain, is_test=is_test, types=types, since=since, last=page[-1])
     return EventPage(events=page, has_more=has_more, next_cursor=next_cursor)
+
+
+def _event_cursor_scope(
+    *, domain: Domain, is_test: bool, types: Collection[str], since: datetime | None
+) -> tuple[str, str]:
+    """Whose stream a cursor continues, and with which filters."""
+    return f"{domain.public_id}:{int(is_test)}", f"{','.join(sorted(types))}:{since.isoformat() if since else ''}"
+
+
+def event_cursor(
+    *, domain: Domain, is_test: bool, types: Collection[str], since: datetime | None, last: MessageEvent
+) -> str:
+    """The cursor of a page of event_page that ends with `last`."""
+    owner, filters = _event_cursor_scope(domain=domain, is_test=is_test, types=types, since=since)
+    return cursor_encode(salt=_EVENT_CURSOR_SALT, owner=owner, filters=filters, moment=last.created_at, key=last.pk)

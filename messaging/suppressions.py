@@ -100,8 +100,10 @@ def suppression_remove(*, domain: Domain, address: str, is_test: bool = False) -
 
 def suppression_list(*, domain: Domain, is_test: bool = False) -> QuerySet[Suppression]:
     """Newest first."""
-    mine = Suppression.objects.filter(domain=domain, is_test=is_test)
-    return mine.select_related("source_message").order_by("-created_at", "-address")
+    mine = Suppression.objects.filter(domain=domain, is_test=is_test).select_related("source_message")
+    # Of the message, only its id: a join reads no body.
+    mine = mine.only("address", "reason", "detail", "expires_at", "created_at", "source_message__public_id")
+    return mine.order_by("-created_at", "-address")
 
 
 def suppression_get(*, domain: Domain, address: str, is_test: bool) -> Suppression:

@@ -10,6 +10,8 @@ def endpoint_list(*, domain: Domain | None) -> QuerySet[WebhookEndpoint]:
 
 
 def endpoint_failed_deliveries(*, endpoint: WebhookEndpoint, limit: int) -> list[WebhookDelivery]:
-    """The endpoint's deliveries that gave up, newest first (the console's endpoint page; webhook_delivery_failed_idx)."""
+    """The endpoint's deliveries that gave up, newest first: the console's endpoint page.
+
+    webhook_delivery_failed_idx serves it: a few failed among many deliveries."""
     failed = endpoint.deliveries.filter(status=DeliveryStatus.FAILED).order_by("-created_at", "-id")
     return list(failed[:limit])

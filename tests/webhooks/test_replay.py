@@ -2,6 +2,7 @@
 the window arrives once per webhook-id, signed now and verified with the standardwebhooks library, through
 the normal delivery path; and the command's refusals."""
 
+import os
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from io import StringIO
@@ -19,7 +20,7 @@ from webhooks.tasks import pump_task
 
 pytestmark = pytest.mark.django_db
 
-EVENTS = 40  # the suite's size; bench/scenarios/replay.py runs 10,000
+EVENTS = int(os.environ.get("REPLAY_EVENTS", "40"))  # the suite's size; `make bench` runs 10,000
 
 
 def _events_during(domain, count: int, *, start: datetime, is_test: bool = False) -> list[MessageEvent]:

@@ -23,7 +23,17 @@ from mailservice_client.errors import (
     ServiceUnavailableError,
     ValidationError,
 )
-from mailservice_client.types import Message, MessageList, SendParams, SendResult, TemplateReference
+from mailservice_client.types import (
+    Event,
+    EventList,
+    Message,
+    MessageList,
+    SendParams,
+    SendResult,
+    Suppression,
+    SuppressionList,
+    TemplateReference,
+)
 
 __all__ = [
     "AsyncMailService",
@@ -31,6 +41,8 @@ __all__ = [
     "BadRequestError",
     "ConfigurationError",
     "ConflictError",
+    "Event",
+    "EventList",
     "InternalServerError",
     "MailService",
     "MailServiceConnectionError",
@@ -46,6 +58,8 @@ __all__ = [
     "SendResult",
     "SendingPausedError",
     "ServiceUnavailableError",
+    "Suppression",
+    "SuppressionList",
     "TemplateReference",
     "ValidationError",
     "__version__",
