@@ -115,13 +115,13 @@ def suppression_get(*, domain: Domain, address: str, is_test: bool) -> Suppressi
 
 
 def suppression_add_manual(*, domain: Domain, address: str, is_test: bool, detail: str = "") -> Suppression:
-    """PUT /v1/suppressions/{email}: a `manual` entry, or the existing entry unchanged."""
-    entry, _ = Suppression.objects.get_or_create(
-        domain=domain,
-        is_test=is_test,
-        address=address,
-        defaults={"reason": SuppressionReason.MANUAL, "detail": detail[:MAX_API_DETAIL]},
-    )
+    """PUT /v1/suppressions/{email}: a `manual` entry, or the existing entry unchanged while it is in force
+    (a lapsed soft-bounce entry becomes the manual one asked for: left as it is, it would suppress nothing)."""
+    fields = {"reason": SuppressionReason.MANUAL, "detail": detail[:MAX_API_DETAIL], "expires_at": None}
+    entry, created = Suppression.objects.get_or_create(domain=domain, is_test=is_test, address=address, defaults=fields)
+    if not created and entry.expired:
+        Suppression.objects.filter(pk=entry.pk).update(**fields, source_message=None, updated_at=timezone.now())
+        entry.refresh_from_db()
     return entry
 
 

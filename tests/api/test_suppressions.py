@@ -360,3 +360,19 @@ def test_create_api_key_grants_suppressions_write(domain):
     writer = client_for(None)
     writer.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert writer.put(_path("a@example.org"), {}, format="json").status_code == 200
+
+
+def test_put_of_an_address_whose_soft_bounce_entry_lapsed_suppresses_it_again(writer, domain):
+    SuppressionFactory(
+        domain=domain,
+        address="full@example.org",
+        reason=SuppressionReason.SOFT_BOUNCE,
+        expires_at=timezone.now() - timedelta(minutes=1),
+        source_message=MessageFactory(domain=domain),
+    )
+
+    response = writer.put(_path("full@example.org"), {"detail": "stop"}, format="json")
+
+    body = response.json()
+    assert (body["reason"], body["expires_at"], body["message_id"], body["detail"]) == ("manual", None, None, "stop")
+    assert not Suppression.objects.get(domain=domain).expired

@@ -24,14 +24,16 @@ pytestmark = pytest.mark.django_db
 EVENTS = int(os.environ.get("REPLAY_EVENTS", "40"))  # the suite's size; `make bench` runs 10,000
 
 
-def _events_during(domain, count: int, *, start: datetime, is_test: bool = False) -> list[MessageEvent]:
-    """`count` events a second apart from `start`: deliveries and bounces of `count` messages."""
+def _events_during(
+    domain, count: int, *, start: datetime, span: timedelta = timedelta(minutes=50), is_test: bool = False
+) -> list[MessageEvent]:
+    """`count` events spread over `span` from `start`: deliveries and bounces of `count` messages."""
     made = []
     for index in range(count):
         message = MessageFactory(domain=domain, is_test=is_test)
         kind = EventType.BOUNCED if index % 4 == 0 else EventType.DELIVERED
         event = MessageEventFactory(message=message, type=kind, bounce_type="hard" if kind == EventType.BOUNCED else "")
-        MessageEvent.objects.filter(pk=event.pk).update(created_at=start + timedelta(seconds=index))
+        MessageEvent.objects.filter(pk=event.pk).update(created_at=start + span * index / count)
         event.refresh_from_db()
         made.append(event)
     return made
@@ -57,7 +59,7 @@ def test_after_an_outage_a_replay_delivers_every_event_once_per_webhook_id(domai
     window_start = timezone.now() - timedelta(hours=1)
     before = _events_during(domain, 3, start=window_start - timedelta(hours=1))
     during = _events_during(domain, EVENTS, start=window_start) + _events_during(
-        domain, 4, start=window_start + timedelta(minutes=30), is_test=True
+        domain, 4, start=window_start + timedelta(minutes=30), span=timedelta(minutes=1), is_test=True
     )
     # Down for the hour: every attempt refused; each delivery then waits for its next retry.
     receiver.behaviour.statuses = [503] * (3 * (len(before) + len(during)))
@@ -96,7 +98,7 @@ def test_after_an_outage_a_replay_delivers_every_event_once_per_webhook_id(domai
 
 def test_a_replay_sends_what_the_endpoint_missed_before_it_existed_and_only_the_types_asked(domain, receiver):
     start = timezone.now() - timedelta(minutes=10)
-    events = _events_during(domain, 8, start=start)
+    events = _events_during(domain, 8, start=start, span=timedelta(minutes=5))
     services.events_fan_out()  # published before the endpoint existed: it has no deliveries of them
     created = services.endpoint_create(domain=domain, url=receiver.url, event_types=["email.bounced"])
 
@@ -114,7 +116,7 @@ def test_a_replay_sends_what_the_endpoint_missed_before_it_existed_and_only_the_
 def test_a_replay_never_reaches_another_domains_events(domain, receiver):
     start = timezone.now() - timedelta(minutes=10)
     other = services.endpoint_create(domain=MessageFactory().domain, url=receiver.url, event_types=[])
-    _events_during(domain, 3, start=start)
+    _events_during(domain, 3, start=start, span=timedelta(minutes=5))
 
     assert services.webhooks_replay(endpoint=other.endpoint, since=start) == 0
 
