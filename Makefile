@@ -43,6 +43,8 @@ migrate: install
 # Then the nodes-apart fault test at full size (bench/nodes.py, 5 minutes), which needs root.
 bench: install system-packages
 	$(BIN)/python -m bench all
+	# Webhook replay at issue 44's size: 10,000 events during an outage, each received once per webhook-id.
+	REPLAY_EVENTS=10000 $(BIN)/pytest -p no:cacheprovider -q tests/webhooks/test_replay.py -k outage
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory nodes; else echo "bench: nodes skipped (needs root)"; fi
 
 # Every scenario at a tiny size, in seconds: checks the harness, not the speed.

@@ -23,9 +23,10 @@ _SESSION_SECRET = "apikeys_created_secret"  # noqa: S105 - a session key name, n
 class ApiKeyAddForm(forms.ModelForm):
     permissions = forms.MultipleChoiceField(
         choices=Permission.choices,
-        initial=Permission.values,
+        initial=[Permission.SEND, Permission.READ],
         widget=forms.CheckboxSelectMultiple,
-        help_text="email.send: POST /v1/send; email.read: GET /v1/messages",
+        help_text="email.send: POST /v1/send; email.read: GET /v1/messages, /v1/suppressions, /v1/events; "
+        "suppressions.write: PUT and DELETE /v1/suppressions/{email}",
     )
 
     class Meta:

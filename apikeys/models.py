@@ -13,6 +13,7 @@ def _key_public_id() -> str:
 class Permission(models.TextChoices):
     SEND = "email.send", "email.send"
     READ = "email.read", "email.read"
+    SUPPRESSIONS_WRITE = "suppressions.write", "suppressions.write"
 
 
 class ApiKey(models.Model):
@@ -29,6 +30,9 @@ class ApiKey(models.Model):
     secret_hash = models.CharField(max_length=64, editable=False)
     can_send = models.BooleanField(default=True, verbose_name="email.send")
     can_read = models.BooleanField(default=True, verbose_name="email.read")
+    can_write_suppressions = models.BooleanField(
+        default=False, verbose_name="suppressions.write", help_text="PUT and DELETE /v1/suppressions/{email}"
+    )
     is_test = models.BooleanField(
         default=False,
         verbose_name="test key",
@@ -48,9 +52,12 @@ class ApiKey(models.Model):
 
     @property
     def permissions(self) -> list[str]:
-        return [
-            perm for perm, allowed in ((Permission.SEND, self.can_send), (Permission.READ, self.can_read)) if allowed
-        ]
+        granted = (
+            (Permission.SEND, self.can_send),
+            (Permission.READ, self.can_read),
+            (Permission.SUPPRESSIONS_WRITE, self.can_write_suppressions),
+        )
+        return [perm for perm, allowed in granted if allowed]
 
     def has_permission(self, permission: str) -> bool:
         return permission in self.permissions

@@ -33,9 +33,9 @@ class CreatedKey:
 def apikey_create(*, domain: Domain, permissions: list[str], name: str = "", is_test: bool = False) -> CreatedKey:
     unknown = sorted(set(permissions) - set(Permission.values))
     if unknown:
-        raise ValidationFailed(f"Unknown permission {unknown[0]!r}; use email.send and/or email.read")
+        raise ValidationFailed(f"Unknown permission {unknown[0]!r}; use {', '.join(Permission.values)}")
     if not permissions:
-        raise ValidationFailed("A key needs at least one permission: email.send and/or email.read")
+        raise ValidationFailed(f"A key needs at least one permission: {', '.join(Permission.values)}")
     prefix = _random(KEY_PREFIX_LENGTH)
     raw_key = f"ms_{prefix}_{_random(KEY_SECRET_LENGTH)}"
     api_key = ApiKey.objects.create(
@@ -45,6 +45,7 @@ def apikey_create(*, domain: Domain, permissions: list[str], name: str = "", is_
         secret_hash=key_digest(raw_key),
         can_send=Permission.SEND in permissions,
         can_read=Permission.READ in permissions,
+        can_write_suppressions=Permission.SUPPRESSIONS_WRITE in permissions,
         is_test=is_test,
     )
     return CreatedKey(api_key=api_key, secret=raw_key)

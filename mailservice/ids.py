@@ -43,6 +43,13 @@ def timed_public_id(prefix: str, *, now: datetime | None = None) -> str:
     return f"{prefix}_{_base36(milliseconds)}{random_token(_TIMED_RANDOM)}"
 
 
+def derived_timed_public_id(prefix: str, *, at: datetime, digest: bytes) -> str:
+    """A timed public id whose random part is taken from `digest` (at least 20 bytes, e.g. a keyed hash):
+    the same thing always gets the same id, in the form of timed_public_id."""
+    milliseconds = int(at.timestamp() * 1000)
+    return f"{prefix}_{_base36(milliseconds)}{''.join(_BASE36_DIGITS[byte % 36] for byte in digest[:_TIMED_RANDOM])}"
+
+
 def public_id_time(value: str) -> datetime | None:
     """When a `timed_public_id` was made; None for an id of the older, all-random form (or any other string)."""
     _, _, token = value.partition("_")

@@ -1,3 +1,4 @@
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -11,6 +12,7 @@ from django.utils import timezone
 from domains.models import Domain
 from mailservice.errors import ErrorCode, NotFound, ValidationFailed
 from mailservice.mailbox import comparison_key
+from messaging.cursors import cursor_decode, cursor_encode
 from messaging.models import (
     DailyMessageCount,
     Direction,
@@ -507,3 +509,62 @@ def report_gauges() -> ReportGauges:
         },
         tls_failed_sessions={row["domain__name"]: row["failed"] for row in tls},
     )
+
+
+# --- a message's events, and a domain's event stream (GET /v1/messages/{id}/events, GET /v1/events) -------------
+
+
+_EVENT_CURSOR_SALT = "messaging.event_page.cursor"
+
+
+def message_events(*, message: Message, types: Collection[str]) -> list[MessageEvent]:
+    """The message's events of these (internal) types, oldest first. Events are never older than their
+    message, so created_at >= the message's names the partitions that can hold them."""
+    events = MessageEvent.objects.filter(message=message, created_at__gte=message.created_at, type__in=types)
+    return list(events.order_by("created_at", "id"))
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[MessageEvent]
+    has_more: bool
+    next_cursor: str | None
+
+
+def event_page(
+    *, domain: Domain, is_test: bool, types: Collection[str], since: datetime | None, limit: int, after: str | None
+) -> EventPage:
+    """A domain side's events of these (internal) types, oldest first by (created_at, id), keyset-paginated
+    on event_stream_idx. Every bound is on created_at, the partition key, so on PostgreSQL a page reads the
+    partitions from its position on, each by its index, whatever the history holds."""
+    events = MessageEvent.objects.filter(domain=domain, is_test=is_test, type__in=types)
+    owner, filters = _event_cursor_scope(domain=domain, is_test=is_test, types=types, since=since)
+    if since is not None:
+        events = events.filter(created_at__gte=since)
+    if after:
+        created, last = cursor_decode(salt=_EVENT_CURSOR_SALT, cursor=after, owner=owner, filters=filters)
+        if not isinstance(last, int):
+            raise ValidationFailed("after: invalid cursor", code=ErrorCode.INVALID_CURSOR)
+        events = events.filter(Q(created_at__gt=created) | Q(created_at=created, id__gt=last), created_at__gte=created)
+    page = list(events.order_by("created_at", "id")[: limit + 1])
+    has_more = len(page) > limit
+    page = page[:limit]
+    next_cursor = None
+    if has_more:
+        next_cursor = event_cursor(domain=domain, is_test=is_test, types=types, since=since, last=page[-1])
+    return EventPage(events=page, has_more=has_more, next_cursor=next_cursor)
+
+
+def _event_cursor_scope(
+    *, domain: Domain, is_test: bool, types: Collection[str], since: datetime | None
+) -> tuple[str, str]:
+    """Whose stream a cursor continues, and with which filters."""
+    return f"{domain.public_id}:{int(is_test)}", f"{','.join(sorted(types))}:{since.isoformat() if since else ''}"
+
+
+def event_cursor(
+    *, domain: Domain, is_test: bool, types: Collection[str], since: datetime | None, last: MessageEvent
+) -> str:
+    """The cursor of a page of event_page that ends with `last`."""
+    owner, filters = _event_cursor_scope(domain=domain, is_test=is_test, types=types, since=since)
+    return cursor_encode(salt=_EVENT_CURSOR_SALT, owner=owner, filters=filters, moment=last.created_at, key=last.pk)

@@ -231,7 +231,10 @@ def messages_store(*, domain: Domain, messages: list[Message]) -> list[Message]:
         else:
             Message.objects.bulk_create(messages)
             MessageEvent.objects.bulk_create(
-                [MessageEvent(message=message, type=EventType.ACCEPTED) for message in messages]
+                [
+                    MessageEvent(message=message, domain=domain, is_test=message.is_test, type=EventType.ACCEPTED)
+                    for message in messages
+                ]
             )
     if not notifies or settings.CELERY_TASK_ALWAYS_EAGER:
         transaction.on_commit(partial(_enqueue_each, [message.public_id for message in messages]))

@@ -135,7 +135,9 @@ def message_send_in_one_statement(domain: Domain, message: Message) -> None:
     raise allowance_exhausted(domain=domain, now=now)
 
 
-_EVENT_OWN_COLUMNS = frozenset({"message"})  # the statement takes it from the message INSERT
+# The statement takes these from the message INSERT's RETURNING.
+_EVENT_OWN_COLUMNS = frozenset({"message", "domain", "is_test"})
+_EVENT_OF_MESSAGE = '"message_id", "domain_id", "is_test"'  # and as the event INSERT names them
 
 
 @cache
@@ -152,9 +154,10 @@ def _message_send_statement(*, limited: bool) -> str:
         f'counted AS (UPDATE {quote(DailyUsage._meta.db_table)} SET "sent_count" = "sent_count" + 1 '
         f'WHERE "domain_id" = %s AND "day" = %s{allowance} AND NOT (SELECT paused FROM control) RETURNING 1), '
         f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(message_columns)}) "
-        f'SELECT {", ".join(["%s"] * len(message_columns))} FROM counted RETURNING "id"), '
+        f'SELECT {", ".join(["%s"] * len(message_columns))} FROM counted RETURNING "id", "domain_id", "is_test"), '
         f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
-        f'("message_id", {", ".join(event_columns)}) SELECT message.id, {", ".join(["%s"] * len(event_columns))} '
+        f"({_EVENT_OF_MESSAGE}, {', '.join(event_columns)}) "
+        f"SELECT message.id, message.domain_id, message.is_test, {', '.join(['%s'] * len(event_columns))} "
         "FROM message) "
         "SELECT (SELECT paused FROM control), (SELECT id FROM message), "
         f"(SELECT pg_notify('{DISPATCH_CHANNEL}', '') FROM message)"
@@ -194,9 +197,10 @@ def _messages_insert_statement() -> str:
     # Only the models' own identifiers and types are interpolated; every value is a parameter.
     return (
         f"WITH message AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(insert_columns(fields))}) "  # noqa: S608
-        f'SELECT * FROM unnest({arrays}) RETURNING "id", "public_id"), '
+        f'SELECT * FROM unnest({arrays}) RETURNING "id", "public_id", "domain_id", "is_test"), '
         f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
-        f'("message_id", {", ".join(event_columns)}) SELECT message.id, {", ".join(["%s"] * len(event_columns))} '
+        f"({_EVENT_OF_MESSAGE}, {', '.join(event_columns)}) "
+        f"SELECT message.id, message.domain_id, message.is_test, {', '.join(['%s'] * len(event_columns))} "
         "FROM message) "
         f"SELECT id, public_id, (SELECT pg_notify('{DISPATCH_CHANNEL}', '')) FROM message"
     )
@@ -236,9 +240,11 @@ def dispatch_record_in_one_statement(
     # Only the models' own identifiers and placeholders are interpolated; every value is a parameter.
     sql = (
         f'WITH mine AS (UPDATE "{Message._meta.db_table}" SET {assignments}, "updated_at" = %s '  # noqa: S608
-        'WHERE "id" = %s AND "created_at" = %s AND "status" = %s AND "lease_expires_at" = %s RETURNING "id") '
-        f'INSERT INTO "{MessageEvent._meta.db_table}" ("message_id", {columns}, "created_at", "updated_at") '
-        f"SELECT mine.id, {taken}, %s, %s FROM mine CROSS JOIN (VALUES {', '.join([row] * len(events))}) "
+        'WHERE "id" = %s AND "created_at" = %s AND "status" = %s AND "lease_expires_at" = %s '
+        'RETURNING "id", "domain_id", "is_test") '
+        f'INSERT INTO "{MessageEvent._meta.db_table}" ({_EVENT_OF_MESSAGE}, {columns}, "created_at", "updated_at") '
+        f"SELECT mine.id, mine.domain_id, mine.is_test, {taken}, %s, %s "
+        f"FROM mine CROSS JOIN (VALUES {', '.join([row] * len(events))}) "
         f"AS event (n, {', '.join(_EVENT_RECORD_FIELDS)}) ORDER BY event.n"
     )
     # created_at beside the id names the message's day partition when the plan is made: by id alone, PostgreSQL
@@ -281,10 +287,10 @@ def inbound_store_in_one_statement(messages: dict[str, Message], *, detail: str)
         f"message AS (INSERT INTO {quote(Message._meta.db_table)} ({columns}) "
         f"SELECT domain.id, recipient.public_id, recipient.addresses, {', '.join(['%s'] * len(shared))} "
         f"FROM recipient JOIN {quote(Domain._meta.db_table)} AS domain "
-        "ON domain.name = recipient.domain_name AND domain.verified RETURNING id, public_id), "
+        "ON domain.name = recipient.domain_name AND domain.verified RETURNING id, public_id, domain_id, is_test), "
         f"event AS (INSERT INTO {quote(MessageEvent._meta.db_table)} "
-        '("message_id", "type", "recipient", "detail", "created_at", "updated_at") '
-        "SELECT message.id, %s, '', %s, %s, %s FROM message) "
+        f'({_EVENT_OF_MESSAGE}, "type", "recipient", "detail", "created_at", "updated_at") '
+        "SELECT message.id, message.domain_id, message.is_test, %s, '', %s, %s, %s FROM message) "
         "SELECT public_id FROM message"
     )
     params = [value for row in rows for value in row] + shared_values + [EventType.RECEIVED, detail, now, now]

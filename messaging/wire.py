@@ -1,5 +1,6 @@
 """A message as the API shows it: the one wire form that GET /v1/messages, GET /v1/messages/{id} and
-every webhook payload copy, so the API layer and the webhooks app agree without one importing the other.
+every webhook payload copy, so the API layer and the webhooks app agree without one importing the other;
+and a suppression as /v1/suppressions shows it.
 
 The API's MessageSerializer describes this shape in the OpenAPI document; a test holds the two equal.
 """
@@ -7,7 +8,8 @@ The API's MessageSerializer describes this shape in the OpenAPI document; a test
 from datetime import UTC
 from typing import Any
 
-from messaging.models import Message
+from messaging.models import Message, Suppression, SuppressionReason
+from messaging.suppressions import REASON_WIRE
 
 
 def iso_utc(moment: Any) -> str:
@@ -28,4 +30,17 @@ def message_wire(message: Message, *, include_text: bool) -> dict[str, Any]:
         "status": message.status,
         "created_at": iso_utc(message.created_at),
         "text": message.text if include_text else None,
+    }
+
+
+def suppression_wire(entry: Suppression) -> dict[str, Any]:
+    """A suppression as /v1/suppressions shows it."""
+    source = entry.source_message
+    return {
+        "email": entry.address,
+        "reason": REASON_WIRE[SuppressionReason(entry.reason)],
+        "created_at": iso_utc(entry.created_at),
+        "expires_at": iso_utc(entry.expires_at) if entry.expires_at is not None else None,
+        "message_id": source.public_id if source is not None else None,
+        "detail": entry.detail,
     }

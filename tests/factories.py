@@ -9,7 +9,7 @@ from apikeys.services import apikey_create
 from domains.models import DkimKey, DkimKeyState, Domain
 from domains.services import FIRST_DKIM_SELECTOR, dkim_key_pair
 from mailservice.encryption import encrypt_secret
-from messaging.models import Direction, Message, Status
+from messaging.models import Direction, EventType, Message, MessageEvent, Status, Suppression, SuppressionReason
 from templates_app.models import Template, TemplateVersion
 
 
@@ -62,10 +62,13 @@ class ApiKeyFactory(DjangoModelFactory):
     domain = factory.SubFactory(DomainFactory)
     name = "test key"
     permissions = (Permission.SEND, Permission.READ)
+    is_test = False
 
     @classmethod
-    def _create(cls, model_class: type[ApiKey], *, domain: Domain, name: str, permissions: tuple[str, ...]) -> ApiKey:
-        created = apikey_create(domain=domain, permissions=list(permissions), name=name)
+    def _create(
+        cls, model_class: type[ApiKey], *, domain: Domain, name: str, permissions: tuple[str, ...], is_test: bool
+    ) -> ApiKey:
+        created = apikey_create(domain=domain, permissions=list(permissions), name=name, is_test=is_test)
         created.api_key.secret = created.secret  # type: ignore[attr-defined]  # tests read the raw key off the model
         return created.api_key
 
@@ -101,3 +104,23 @@ class MessageFactory(DjangoModelFactory):
     to = factory.LazyFunction(lambda: ["rcpt@example.org"])
     subject = factory.Sequence(lambda n: f"Message {n}")
     text = "Plain body"
+
+
+class MessageEventFactory(DjangoModelFactory):
+    """An event of a message; its domain and side are the message's (MessageEvent.save)."""
+
+    class Meta:
+        model = MessageEvent
+
+    message = factory.SubFactory(MessageFactory)
+    type = EventType.DELIVERED
+    recipient = "rcpt@example.org"
+
+
+class SuppressionFactory(DjangoModelFactory):
+    class Meta:
+        model = Suppression
+
+    domain = factory.SubFactory(DomainFactory)
+    address = factory.Sequence(lambda n: f"gone{n}@example.org")
+    reason = SuppressionReason.BOUNCE

@@ -1,23 +1,28 @@
 """Webhook endpoints in the console: created through the service (the secret shown once), their
-state (a disabled endpoint says why), recent deliveries, and re-sending one event or all failed ones."""
+state (a disabled endpoint says why), recent deliveries, the deliveries that gave up with a Replay button
+each, and re-sending one event or all failed ones."""
 
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from mailservice.console import ConsoleModelAdmin, adopt, console_time
+from mailservice.console import ConsoleModelAdmin, adopt, console_time, refuse
 from mailservice.errors import ValidationFailed
 from webhooks.models import EventType, WebhookDelivery, WebhookEndpoint
+from webhooks.selectors import endpoint_failed_deliveries
 from webhooks.services import deliveries_resend, endpoint_create, endpoint_enable, endpoint_rotate_secret
 from webhooks.targets import url_check
 
 RECENT_DELIVERIES = 50
+FAILED_DELIVERIES = 50
 
 
 class WebhookEndpointAddForm(forms.ModelForm):
@@ -71,6 +76,7 @@ class WebhookEndpointAdmin(ConsoleModelAdmin):
         "state",
         "failing_since",
         "previous_secret_expires_at",
+        "failed_deliveries",
         "recent_deliveries",
     ]
 
@@ -108,6 +114,53 @@ class WebhookEndpointAdmin(ConsoleModelAdmin):
             f"<th>{name}</th>" for name in ("Created", "Event", "Id", "Status", "Code", "Latency", "Attempts", "Error")
         )
         return format_html("<table><tr>{}</tr>{}</table>", SafeString(header), rows)
+
+    @admin.display(description=f"Failed deliveries (gave up; newest {FAILED_DELIVERIES})")
+    def failed_deliveries(self, endpoint: WebhookEndpoint) -> SafeString | str:
+        # The change page is one <form> with the CSRF token: each button posts it to its own replay URL.
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td>"
+            '<td><button type="submit" formaction="{}" formmethod="post" name="replay">Replay</button></td></tr>',
+            (
+                (
+                    console_time(d.created_at),
+                    d.event_type,
+                    d.event_id,
+                    d.attempts,
+                    d.last_error or "",
+                    reverse("admin:webhooks_webhookendpoint_replay", args=[endpoint.pk, d.pk]),
+                )
+                for d in endpoint_failed_deliveries(endpoint=endpoint, limit=FAILED_DELIVERIES)
+            ),
+        )
+        if not rows:
+            return "none"
+        header = "".join(f"<th>{name}</th>" for name in ("Created", "Event", "Id", "Attempts", "Last error", ""))
+        return format_html("<table><tr>{}</tr>{}</table>", SafeString(header), rows)
+
+    def get_urls(self) -> list[URLPattern]:
+        replay = self.admin_site.admin_view(self.replay_view)
+        own = [path("<int:pk>/replay/<int:delivery>/", replay, name="webhooks_webhookendpoint_replay")]
+        return own + super().get_urls()
+
+    def replay_view(self, request: HttpRequest, pk: int, delivery: int) -> HttpResponse:
+        """A failed delivery's Replay button: sent again from the first attempt, with its webhook-id."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        endpoint = get_object_or_404(WebhookEndpoint, pk=pk)
+        if not self.has_change_permission(request, endpoint):
+            return refuse(request, "Your account cannot replay webhook deliveries.")
+        one = endpoint.deliveries.filter(pk=delivery)
+        found = one.values_list("event_id", flat=True).first()
+        if found is None:
+            self.message_user(request, "No such delivery of this endpoint.", messages.ERROR)
+        elif deliveries_resend(deliveries=one):
+            self.log_change(request, endpoint, f"Replayed {found}")
+            self.message_user(request, f"{found} is queued again; the webhooks worker sends it.", messages.SUCCESS)
+        else:
+            self.message_user(request, f"{found} is being sent right now.", messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:webhooks_webhookendpoint_change", args=[endpoint.pk]))
 
     def get_fields(self, request: HttpRequest, obj: WebhookEndpoint | None = None) -> list[str]:
         return ["domain", "url", "event_types"] if obj is None else self.change_fields

@@ -119,6 +119,12 @@ class WebhookDelivery(models.Model):
             ),
             # the console: an endpoint's recent deliveries (on PostgreSQL, merged from each day partition's)
             models.Index(fields=["endpoint", "-created_at"], name="webhook_delivery_recent_idx"),
+            # the console: an endpoint's deliveries that gave up, newest first (few among many)
+            models.Index(
+                fields=["endpoint", "-created_at"],
+                condition=models.Q(status="failed"),
+                name="webhook_delivery_failed_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -41,6 +41,15 @@ PUBLIC_TYPE: dict[str, EventType] = {
     MessageEventType.RECEIVED: EventType.RECEIVED,
 }
 
+# The public types of a message's events, in the order the documents list them (GET /v1/events' `type`).
+MESSAGE_EVENT_TYPES: list[str] = list(dict.fromkeys(public.value for public in PUBLIC_TYPE.values()))
+
+
+def recorded_types(public_types: list[str]) -> list[str]:
+    """The recorded event types that are published as any of `public_types` (all published ones if empty)."""
+    return [recorded for recorded, public in PUBLIC_TYPE.items() if not public_types or public in public_types]
+
+
 # The status an event leaves its message in. Fan-out runs after the fact (the message may be
 # delivered by the time its `email.accepted` goes out), so `data.status` is the status as of the
 # event; events that change no status by themselves (delays, one recipient's bounce: the message
@@ -132,22 +141,47 @@ def messages_data(messages: list[Message]) -> dict[int, dict[str, Any]]:
     return {message.pk: message_wire(message, include_text=False) for message in messages}
 
 
-def event_payload(*, event: MessageEvent, message: Message, message_data: dict[str, Any], event_id: str) -> str:
-    """The exact JSON body of `event` of `message`, whose API form (`messages_data`) is `message_data`."""
+def event_body(*, event: MessageEvent, message: Message, message_data: dict[str, Any]) -> dict[str, Any]:
+    """The body of `event` of `message`, whose API form (`messages_data`) is `message_data`; its id is the
+    event's public id, the webhook's `webhook-id`."""
     public = PUBLIC_TYPE[event.type]
     data = dict(message_data)
     data["status"] = _STATUS_AFTER.get(event.type, data["status"])
     if public == EventType.RECEIVED:
         data |= _received_fields(message)
     data |= event_fields(event)
-    body = {
+    return {
         "type": public.value,
-        "id": event_id,
-        "created_at": event.created_at.isoformat().replace("+00:00", "Z"),
+        "id": event.public_id,
+        "created_at": _iso(event.created_at),
         "test": message.is_test,
         "data": data,
     }
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def event_payload(*, event: MessageEvent, message: Message, message_data: dict[str, Any]) -> str:
+    """The exact JSON body of `event` as a webhook sends it (event_body, serialised once)."""
+    return json.dumps(
+        event_body(event=event, message=message, message_data=message_data), ensure_ascii=False, separators=(",", ":")
+    )
+
+
+def event_bodies(events: list[MessageEvent]) -> list[dict[str, Any]]:
+    """The bodies of published types among `events`, in their order, as GET /v1/events and
+    GET /v1/messages/{id}/events show them: each exactly what its webhook carries (its `data.status` and a
+    received message's links are as of now, not as of the fan-out)."""
+    public = [event for event in events if event.type in PUBLIC_TYPE]
+    # Bodies and raw source are read only for the few messages whose payload needs them.
+    messages = (
+        Message.objects.select_related("domain")
+        .defer("text", "html", "raw")
+        .in_bulk({event.message_id for event in public})
+    )
+    data = messages_data(list(messages.values()))
+    return [
+        event_body(event=event, message=messages[event.message_id], message_data=data[event.message_id])
+        for event in public
+    ]
 
 
 def _iso(moment: Any) -> str:

@@ -3,6 +3,7 @@
 from bench.scenario import Scenario
 from bench.scenarios import (
     accept,
+    app_view,
     batch,
     delivery_control,
     dispatch,
@@ -36,5 +37,6 @@ SCENARIOS: dict[str, Scenario] = {
         batch.SCENARIO,
         pooled.SCENARIO,
         sizing.SCENARIO,
+        app_view.SCENARIO,
     ]
 }

@@ -26,3 +26,7 @@ class CanSend(HasApiKey):
 
 class CanRead(HasApiKey):
     required = Permission.READ
+
+
+class CanWriteSuppressions(HasApiKey):
+    required = Permission.SUPPRESSIONS_WRITE

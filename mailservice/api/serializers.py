@@ -24,7 +24,9 @@ from mailservice.api.fields import (
 from mailservice.errors import ValidationFailed
 from messaging.models import Direction, Message, Status
 from messaging.services import SendRequest, TemplateReference
+from messaging.suppressions import MAX_API_DETAIL, REASON_OF_WIRE
 from templates_app.models import SLUG_PATTERN as TEMPLATE_ID_PATTERN
+from webhooks.payloads import MESSAGE_EVENT_TYPES
 
 MAX_RECIPIENTS = 50
 MAX_TEXT_LENGTH = 100000  # an inline send's subject, text and html
@@ -302,19 +304,107 @@ class MessageListQuerySerializer(StrictSerializer):
     direction = serializers.ChoiceField(choices=Direction.choices, required=False)
 
 
-def query_check(query: QueryDict, *, allowed: Collection[str]) -> None:
-    """400 unless every query parameter is one the operation takes, each given once: a parameter the
-    operation does not know would be silently ignored, and of a repeated one (`?token=x&token=<valid>`)
-    each reader could take a different value."""
+def query_check(query: QueryDict, *, allowed: Collection[str], repeatable: Collection[str] = ()) -> None:
+    """400 unless every query parameter is one the operation takes, each given once (but those it takes
+    as a list, `repeatable`): a parameter the operation does not know would be silently ignored, and of
+    a repeated one (`?token=x&token=<valid>`) each reader could take a different value."""
     unknown = [name for name in query if name not in allowed]
     if unknown:
         raise ValidationFailed(f"{unknown[0]}: unknown query parameter")
-    repeated = [name for name, values in query.lists() if len(values) > 1]
+    repeated = [name for name, values in query.lists() if len(values) > 1 and name not in repeatable]
     if repeated:
         raise ValidationFailed(f"{repeated[0]}: may be given only once")
 
 
 def parse_list_query(query: QueryDict) -> dict[str, Any]:
     serializer = MessageListQuerySerializer(data=query.dict())
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+# --- Additions to the spec: suppressions and events (docs/api.md) ------------------------------------------------
+
+
+class SuppressionSerializer(serializers.Serializer):
+    """The OpenAPI document's shape of a suppression; messaging.wire.suppression_wire builds it."""
+
+    email = serializers.CharField(help_text="The bare address, lower-case, as the list compares it")
+    reason = serializers.ChoiceField(choices=list(REASON_OF_WIRE))
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True, help_text="Soft-bounce entries lapse then; else null")
+    message_id = serializers.CharField(allow_null=True, help_text="The message whose report caused it, if any")
+    detail = serializers.CharField(allow_blank=True)
+
+
+class SuppressionListSerializer(serializers.Serializer):
+    data = SuppressionSerializer(many=True)  # type: ignore[assignment]  # the wire field `data` shadows Serializer.data
+    has_more = serializers.BooleanField()
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class SuppressionPutSerializer(StrictSerializer):
+    detail = StrictCharField(max_length=MAX_API_DETAIL, required=False, help_text="A note kept with the entry")
+
+
+class SuppressionListQuerySerializer(StrictSerializer):
+    limit = _QueryIntegerField(min_value=1, max_value=100, required=False, default=20)
+    after = serializers.CharField(min_length=1, max_length=512, required=False, trim_whitespace=False)
+    reason = serializers.ChoiceField(choices=list(REASON_OF_WIRE), required=False)
+    email = serializers.CharField(max_length=1000, required=False, trim_whitespace=False)
+
+
+# The email.* events of the OpenAPI document's `webhooks` section (mailservice/api/webhook_schemas.py registers them).
+_EVENT_SCHEMA = {
+    "oneOf": [
+        {"$ref": f"#/components/schemas/{''.join(part.capitalize() for part in event_type.split('.'))}Event"}
+        for event_type in MESSAGE_EVENT_TYPES
+    ]
+}
+
+
+@extend_schema_field({"type": "array", "items": _EVENT_SCHEMA})
+class _EventListField(serializers.ListField):
+    """Events, each exactly the body of its webhook."""
+
+
+class MessageEventsSerializer(serializers.Serializer):
+    data = _EventListField()  # type: ignore[assignment]  # the wire field `data` shadows Serializer.data
+
+
+class EventListSerializer(serializers.Serializer):
+    data = _EventListField()  # type: ignore[assignment]  # the wire field `data` shadows Serializer.data
+    has_more = serializers.BooleanField()
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class EventListQuerySerializer(StrictSerializer):
+    limit = _QueryIntegerField(min_value=1, max_value=100, required=False, default=20)
+    after = serializers.CharField(min_length=1, max_length=512, required=False, trim_whitespace=False)
+    type = serializers.ListField(child=serializers.ChoiceField(choices=MESSAGE_EVENT_TYPES), required=False)
+    since = serializers.DateTimeField(required=False)
+
+
+def parse_suppression_list_query(query: QueryDict) -> dict[str, Any]:
+    serializer = SuppressionListQuerySerializer(data=query.dict())
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def parse_suppression_put(data: Any) -> dict[str, Any]:
+    """PUT /v1/suppressions/{email}'s body: `{}` or `{"detail": …}` (no body at all is `{}`)."""
+    if isinstance(data, QueryDict) and not data:
+        data = {}
+    if isinstance(data, QueryDict) or not isinstance(data, dict):
+        raise ValidationFailed("The request body must be a JSON object")
+    serializer = SuppressionPutSerializer(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def parse_event_list_query(query: QueryDict) -> dict[str, Any]:
+    data: dict[str, Any] = query.dict()
+    if "type" in query:
+        data["type"] = query.getlist("type")
+    serializer = EventListQuerySerializer(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data

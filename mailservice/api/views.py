@@ -10,6 +10,7 @@ from drf_spectacular.utils import (
     extend_schema,
 )
 from drf_spectacular.views import SpectacularJSONAPIView
+from rest_framework.permissions import BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,21 +20,39 @@ from mailservice import metrics
 from mailservice.api import operations
 from mailservice.api.authentication import api_key_of
 from mailservice.api.parsers import BatchJSONParser
-from mailservice.api.permissions import CanRead, CanSend
+from mailservice.api.permissions import CanRead, CanSend, CanWriteSuppressions
 from mailservice.api.serializers import (
+    parse_event_list_query,
     parse_list_query,
     parse_send_batch,
     parse_send_request,
+    parse_suppression_list_query,
+    parse_suppression_put,
     query_check,
     send_response,
 )
 from mailservice.errors import ValidationFailed
 from messaging.idempotency import HEADER as IDEMPOTENCY_HEADER
 from messaging.idempotency import idempotency_key_parse, idempotent_send, request_hash
-from messaging.selectors import message_attachment, message_get, message_list, message_raw
+from messaging.selectors import (
+    event_page,
+    message_attachment,
+    message_events,
+    message_get,
+    message_list,
+    message_raw,
+)
 from messaging.services import message_send, message_send_batch
-from messaging.wire import message_wire
+from messaging.suppressions import (
+    api_address,
+    suppression_add_manual,
+    suppression_delete,
+    suppression_get,
+    suppression_page,
+)
+from messaging.wire import message_wire, suppression_wire
 from webhooks.links import link_check
+from webhooks.payloads import event_bodies, recorded_types
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +62,11 @@ class ApiView(APIView):
     twice, is a 400, checked once the key is (a request is judged from its headers first)."""
 
     query_parameters: tuple[str, ...] = ()
+    repeatable_parameters: tuple[str, ...] = ()  # those of query_parameters taken as a list (`?type=a&type=b`)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
-        query_check(request.query_params, allowed=self.query_parameters)
+        query_check(request.query_params, allowed=self.query_parameters, repeatable=self.repeatable_parameters)
 
 
 class SendView(ApiView):
@@ -162,6 +182,94 @@ class MessageAttachmentView(ApiView):
         response = HttpResponse(attachment.data, content_type=attachment.content_type)
         response["Content-Disposition"] = content_disposition_header(True, attachment.filename or f"attachment-{index}")
         return response
+
+
+class MessageEventsView(ApiView):
+    """An addition to the spec: a message's events, oldest first, each exactly its webhook's body."""
+
+    permission_classes = [CanRead]
+
+    @operations.list_message_events
+    def get(self, request: Request, id: str) -> Response:  # noqa: A002 - as in getMessage
+        if len(id) > 256:
+            raise ValidationFailed("id: a message id is at most 256 characters")
+        api_key = api_key_of(request)
+        message = message_get(domain=api_key.domain, is_test=api_key.is_test, public_id=id)
+        return Response({"data": event_bodies(message_events(message=message, types=recorded_types([])))})
+
+
+class EventListView(ApiView):
+    """An addition to the spec: the domain's event stream, oldest first."""
+
+    permission_classes = [CanRead]
+    query_parameters = ("limit", "after", "type", "since")
+    repeatable_parameters = ("type",)
+
+    @operations.list_events
+    def get(self, request: Request) -> Response:
+        query = parse_event_list_query(request.query_params)
+        api_key = api_key_of(request)
+        page = event_page(
+            domain=api_key.domain,
+            is_test=api_key.is_test,
+            types=recorded_types(query.get("type", [])),
+            since=query.get("since"),
+            limit=query["limit"],
+            after=query.get("after"),
+        )
+        return Response({"data": event_bodies(page.events), "has_more": page.has_more, "next_cursor": page.next_cursor})
+
+
+class SuppressionListView(ApiView):
+    """An addition to the spec: the key's side of the domain's suppression list, newest first."""
+
+    permission_classes = [CanRead]
+    query_parameters = ("limit", "after", "reason", "email")
+
+    @operations.list_suppressions
+    def get(self, request: Request) -> Response:
+        query = parse_suppression_list_query(request.query_params)
+        api_key = api_key_of(request)
+        page = suppression_page(
+            domain=api_key.domain,
+            is_test=api_key.is_test,
+            limit=query["limit"],
+            after=query.get("after"),
+            reason=query.get("reason"),
+            address=api_address(query["email"]) if "email" in query else None,
+        )
+        data = [suppression_wire(entry) for entry in page.suppressions]
+        return Response({"data": data, "has_more": page.has_more, "next_cursor": page.next_cursor})
+
+
+class SuppressionDetailView(ApiView):
+    """Additions to the spec: one address on the key's side of the list; reading it needs email.read,
+    adding or removing it suppressions.write."""
+
+    def get_permissions(self) -> list[BasePermission]:
+        return [CanRead()] if self.request.method in ("GET", "HEAD", "OPTIONS") else [CanWriteSuppressions()]
+
+    @operations.get_suppression
+    def get(self, request: Request, email: str) -> Response:
+        api_key = api_key_of(request)
+        entry = suppression_get(domain=api_key.domain, is_test=api_key.is_test, address=api_address(email))
+        return Response(suppression_wire(entry))
+
+    @operations.put_suppression
+    def put(self, request: Request, email: str) -> Response:
+        address = api_address(email)
+        body = parse_suppression_put(request.data)
+        api_key = api_key_of(request)
+        entry = suppression_add_manual(
+            domain=api_key.domain, is_test=api_key.is_test, address=address, detail=body.get("detail", "")
+        )
+        return Response(suppression_wire(entry))
+
+    @operations.delete_suppression
+    def delete(self, request: Request, email: str) -> Response:
+        api_key = api_key_of(request)
+        suppression_delete(domain=api_key.domain, is_test=api_key.is_test, address=api_address(email))
+        return Response(status=204)
 
 
 class OpenApiDocumentView(ApiView, SpectacularJSONAPIView):

@@ -264,7 +264,7 @@ class MessageAdmin(ConsoleModelAdmin):
 class SuppressionForm(forms.ModelForm):
     class Meta:
         model = Suppression
-        fields = ["domain", "address", "reason", "detail"]
+        fields = ["domain", "is_test", "address", "reason", "detail"]
 
     def clean_address(self) -> str:
         try:
@@ -278,8 +278,8 @@ class SuppressionForm(forms.ModelForm):
 @admin.register(Suppression)
 class SuppressionAdmin(ConsoleModelAdmin):
     form = SuppressionForm
-    list_display = ["address", "domain", "reason", "created_at", "expires", "source_message"]
-    list_filter = ["domain", "reason"]
+    list_display = ["address", "domain", "is_test", "reason", "created_at", "expires", "source_message"]
+    list_filter = ["domain", "is_test", "reason"]
     list_select_related = ["domain", "source_message"]
     search_fields = ["address"]
     show_full_result_count = False
@@ -287,9 +287,9 @@ class SuppressionAdmin(ConsoleModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: Suppression | None = None) -> list[str]:
         return (
-            ["domain", "address", "reason", "detail"]
+            ["domain", "is_test", "address", "reason", "detail"]
             if obj is None
-            else ["domain", "address", "reason", "detail", "source_message", "created_at", "expires"]
+            else ["domain", "is_test", "address", "reason", "detail", "source_message", "created_at", "expires"]
         )
 
     @admin.display(description="Expires")
@@ -301,4 +301,6 @@ class SuppressionAdmin(ConsoleModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Suppression | None = None) -> list[str]:
         # A suppression is added or removed, never rewritten into another address.
-        return [] if obj is None else ["domain", "address", "reason", "source_message", "created_at", "expires"]
+        return (
+            [] if obj is None else ["domain", "is_test", "address", "reason", "source_message", "created_at", "expires"]
+        )

@@ -22,6 +22,11 @@ class Suppression(models.Model):
     address = models.CharField(
         max_length=320, help_text="The address as suppressions compare it: case-folded local part, A-label domain"
     )
+    is_test = models.BooleanField(
+        default=False,
+        verbose_name="sandbox",
+        help_text="The sandbox's list: managed with test keys, checked only for test keys' sends",
+    )
     reason = models.CharField(max_length=16, choices=SuppressionReason.choices)
     # No foreign key in the database (messages are partitioned, see MessageEvent.message): retention sets
     # it to NULL before a message goes, by row or by partition.
@@ -37,7 +42,18 @@ class Suppression(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
-        constraints = [models.UniqueConstraint(fields=["domain", "address"], name="suppression_unique_per_domain")]
+        constraints = [
+            # One entry per address and side; also GET /v1/suppressions/{email} and ?email=, and dispatch's check.
+            models.UniqueConstraint(fields=["domain", "is_test", "address"], name="suppression_unique_per_domain")
+        ]
+        indexes = [
+            # GET /v1/suppressions: newest first within a domain's side (keyset on created_at, address)
+            models.Index(fields=["domain", "is_test", "-created_at", "-address"], name="suppression_list_idx"),
+            # GET /v1/suppressions?reason=…
+            models.Index(
+                fields=["domain", "is_test", "reason", "-created_at", "-address"], name="suppression_list_reason_idx"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.address} ({self.domain}, {self.reason})"

@@ -76,8 +76,9 @@ def _recipients(message: Message) -> dict[str, str]:
     return recipients
 
 
-def suppressed_in(messages: list[Message]) -> set[tuple[int, str]]:
-    """(domain id, address) for the batch's recipients on their domain's suppression list.
+def suppressed_in(messages: list[Message]) -> set[tuple[int, bool, str]]:
+    """(domain id, is_test, address) for the batch's recipients on their domain's suppression list of
+    their side (a test key's sends are checked against the sandbox's list only).
 
     One query per batch rather than per message: a suppression added while a batch is being
     sent applies from the next batch, a second or so later."""
@@ -88,7 +89,7 @@ def suppressed_in(messages: list[Message]) -> set[tuple[int, str]]:
     if not addresses:
         return set()
     listed = active_suppressions().filter(domain_id__in={m.domain_id for m in messages}, address__in=addresses)
-    return set(listed.values_list("domain_id", "address"))
+    return set(listed.values_list("domain_id", "is_test", "address"))
 
 
 class LazyRelay:
@@ -118,7 +119,7 @@ class Batch:
 
     leases: LeaseSet
     relay: LazyRelay
-    suppressed: set[tuple[int, str]]
+    suppressed: set[tuple[int, bool, str]]
     signing_keys: dict[int, SigningKey]
     holds: BatchHolds
     pools: dict[int, Pool]  # direct delivery's source addresses per domain ({}: the system chooses)
@@ -169,9 +170,10 @@ class _Addressees:
     skipped: Sequence[EventRecord]  # a `suppressed` event for each of the others
 
 
-def _addressees(message: Message, suppressed_in_batch: set[tuple[int, str]]) -> _Addressees:
+def _addressees(message: Message, suppressed_in_batch: set[tuple[int, bool, str]]) -> _Addressees:
     recipients = _recipients(message)
-    suppressed = {address for domain_id, address in suppressed_in_batch if domain_id == message.domain_id}
+    side = (message.domain_id, message.is_test)
+    suppressed = {address for domain_id, is_test, address in suppressed_in_batch if (domain_id, is_test) == side}
     notice = "the address is on the domain's suppression list"
     skipped = [EventRecord(EventType.SUPPRESSED, address, notice) for address in recipients if address in suppressed]
     wire = [sent for address, sent in recipients.items() if address not in suppressed]

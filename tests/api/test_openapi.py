@@ -66,6 +66,13 @@ def test_operations_carry_the_spec_names_and_bearer_security(document):
         ("/v1/messages/{id}/attachments/{index}", "get"): "getMessageAttachment",
         # Many sends in one request (docs/api.md).
         ("/v1/send/batch", "post"): "sendBatch",
+        # The application's view of suppressions and events (docs/api.md).
+        ("/v1/suppressions", "get"): "listSuppressions",
+        ("/v1/suppressions/{email}", "get"): "getSuppression",
+        ("/v1/suppressions/{email}", "put"): "addSuppression",
+        ("/v1/suppressions/{email}", "delete"): "removeSuppression",
+        ("/v1/messages/{id}/events", "get"): "listMessageEvents",
+        ("/v1/events", "get"): "listEvents",
     }
     assert document["components"]["securitySchemes"] == {
         "bearerAuth": {"type": "http", "scheme": "bearer", "description": "A domain API key"}
@@ -97,6 +104,9 @@ def test_every_operation_has_a_summary_and_an_example_for_each_body_and_each_err
             if "requestBody" in operation:
                 assert operation["requestBody"]["content"]["application/json"]["examples"]
             for status, response in operation["responses"].items():
+                if status == "204":  # no content: a removal
+                    assert "content" not in response, operation["operationId"]
+                    continue
                 if "application/json" not in response["content"]:  # a byte stream: a source, an attachment
                     assert status == "200", (operation["operationId"], status)
                     continue
@@ -162,8 +172,9 @@ def test_every_object_is_closed(document):
     objects = _objects(document["components"]) + _objects(document["paths"])
     # ApiError, its detail, the two send variants, TemplateReference, 3 responses, the batch's request
     # and response; then the webhooks section's 9 events and the 10 shapes they use (domain.dmarc_report's
-    # data and its sources, and the failure events' data among them).
-    assert len(objects) == 10 + 19
+    # data and its sources, and the failure events' data among them); then a suppression, a page of them and
+    # PUT's body, a message's events and a page of events.
+    assert len(objects) == 10 + 19 + 5
     assert all(schema.get("additionalProperties") is False for schema in objects), [
         sorted(schema["properties"]) for schema in objects if schema.get("additionalProperties") is not False
     ]

@@ -86,6 +86,12 @@ EXPECTED: dict[str, tuple[str, dict[str, int | None], str | None]] = {
         {"bytes of WAL per message": None, "transactions committed per message": None},
         None,
     ),
+    # Two lists at two sizes: the suppressions' first page and a page of events halfway down, each EXPLAINed.
+    "app_view": (
+        "## 15. The application's view: suppressions and events",
+        {"EXPLAIN (ANALYZE, BUFFERS) of the": 4, "events, a page halfway down the cursor chain": None},
+        None,
+    ),
 }
 
 

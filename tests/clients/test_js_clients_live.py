@@ -87,3 +87,21 @@ def test_idempotent_sends_through_the_js_clients():
 
     assert (count("pass", output), count("skipped", output)) == (3, 0)
     assert Message.objects.filter(domain=domain).count() == 2 + 3  # two single sends, one batch of three
+
+
+@pytest.mark.live
+@pytest.mark.django_db(transaction=True)
+def test_the_js_native_client_manages_suppressions_and_reads_events():
+    from apikeys.models import Permission
+
+    domain = DomainFactory(name="js.example.com")
+    key = ApiKeyFactory(domain=domain, permissions=tuple(Permission.values))
+
+    with web_server() as base_url:
+        output = run_node(
+            "test/appview.live.test.mjs",
+            env={"LIVE_APPVIEW_BASE_URL": base_url, "LIVE_APPVIEW_KEY": key.secret, "LIVE_APPVIEW_DOMAIN": domain.name},
+        )
+
+    assert count("pass", output) == 3, output[-3000:]
+    assert count("fail", output) == 0

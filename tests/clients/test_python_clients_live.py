@@ -264,3 +264,41 @@ def test_the_native_clients_send_a_batch_in_order_and_name_a_bad_item(base_url, 
     assert [subjects[each] for each in ids] == ["b0", "b1", "b2", "b0", "b1"]
     assert (refused.value.code, refused.value.status) == ("SenderNotAllowed", 403)
     assert refused.value.message.startswith("messages.3.from: ")
+
+
+def test_the_native_clients_manage_suppressions_and_read_events(base_url):
+    from apikeys.models import Permission
+
+    key = ApiKeyFactory(domain=DomainFactory(name=DOMAIN), permissions=tuple(Permission.values)).secret
+    with MailService(api_key=key, base_url=base_url) as client:
+        sent = client.send({"from": FROM, "to": "blocked@example.org", "subject": "e", "text": "x"})["id"]
+        added = client.suppressions.add("Blocked <Blocked@Example.org>", detail="asked")
+        for n in range(3):
+            client.suppressions.add(f"more{n}@example.org")
+        again = client.suppressions.add("blocked@example.org", detail="other")
+        listed = [entry["email"] for entry in client.suppressions.iter(limit=2)]
+        manual = client.suppressions.list(reason="manual", email="blocked@example.org")
+        client.suppressions.remove("blocked@example.org")
+        with pytest.raises(NotFoundError):
+            client.suppressions.get("blocked@example.org")
+        history = client.message_events(sent)
+        stream = list(client.events(types=["email.accepted"], limit=1))
+
+    assert added == again and added["email"] == "blocked@example.org" and added["detail"] == "asked"
+    assert listed[0] == "more2@example.org" and sorted(listed) == sorted(
+        [*(f"more{n}@example.org" for n in range(3)), "blocked@example.org"]
+    )
+    assert [entry["email"] for entry in manual["data"]] == ["blocked@example.org"]
+    assert [event["type"] for event in history] == ["email.accepted"] and history[0]["data"]["id"] == sent
+    assert [event["id"] for event in stream] == [history[0]["id"]]
+
+    async def read() -> tuple[list[str], list[str]]:
+        async with AsyncMailService(api_key=key, base_url=base_url) as client:
+            await client.suppressions.add("async@example.org")
+            emails = [entry["email"] async for entry in client.suppressions.iter(limit=1)]
+            await client.suppressions.remove("async@example.org")
+            events = [event["id"] async for event in client.events(since="2000-01-01T00:00:00Z")]
+            return emails, events
+
+    emails, events = asyncio.run(read())
+    assert "async@example.org" in emails and events == [history[0]["id"]]

@@ -28,8 +28,15 @@ def test_the_add_form_offers_domain_name_and_permission_checkboxes(operator, dom
     html = operator.get(ADD).content.decode()
 
     assert 'name="domain"' in html and 'name="name"' in html
-    assert html.count('type="checkbox" name="permissions"') == 2
+    assert html.count('type="checkbox" name="permissions"') == 3  # email.send, email.read, suppressions.write
+    assert 'value="suppressions.write"' in html
     assert "secret_hash" not in html
+
+
+def test_a_key_made_in_the_console_can_be_given_suppressions_write(operator, domain):
+    api_key, _, _ = create_key(operator, domain, permissions=["email.read", "suppressions.write"])
+
+    assert api_key.permissions == ["email.read", "suppressions.write"]
 
 
 def test_creating_a_key_shows_a_working_secret_once(operator, domain):

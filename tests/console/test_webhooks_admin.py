@@ -67,3 +67,29 @@ def test_failed_deliveries_of_a_period_can_be_sent_again(operator, domain):
     assert response.status_code == 200
     assert WebhookDelivery.objects.filter(status=DeliveryStatus.PENDING, attempts=0).count() == 2
     assert "email.accepted" in operator.get(f"{DELIVERIES}?status=pending").content.decode()
+
+
+def test_the_endpoint_page_lists_failed_deliveries_and_replays_one_with_a_click(operator, support, domain):
+    endpoint = endpoint_create(domain=domain, url="https://app.example.com/hooks", event_types=[]).endpoint
+    for _ in range(2):
+        MessageEvent.objects.create(message=MessageFactory(domain=domain), type="accepted")
+    events_fan_out()
+    failed, succeeded = WebhookDelivery.objects.order_by("id")
+    WebhookDelivery.objects.filter(pk=failed.pk).update(status=DeliveryStatus.FAILED, attempts=8, last_error="HTTP 502")
+    WebhookDelivery.objects.filter(pk=succeeded.pk).update(status=DeliveryStatus.SUCCEEDED, attempts=1)
+    replay = f"{LIST}{endpoint.pk}/replay/{failed.pk}/"
+
+    page = operator.get(f"{LIST}{endpoint.pk}/change/").content.decode()
+    assert f'formaction="{replay}"' in page and page.count('name="replay"') == 1
+    assert operator.get(replay).status_code == 405
+    assert support.post(replay).status_code == 403
+
+    response = operator.post(replay)
+
+    assert response.status_code == 302 and response["Location"] == f"{LIST}{endpoint.pk}/change/"
+    failed.refresh_from_db()
+    assert (failed.status, failed.attempts, failed.event_id) == (DeliveryStatus.PENDING, 0, failed.event_id)
+    assert "is queued again" in operator.get(response["Location"]).content.decode()
+    other = endpoint_create(domain=domain, url="https://other.example.com/hooks", event_types=[]).endpoint
+    operator.post(f"{LIST}{other.pk}/replay/{succeeded.pk}/")  # another endpoint's delivery: nothing happens
+    assert WebhookDelivery.objects.get(pk=succeeded.pk).status == DeliveryStatus.SUCCEEDED

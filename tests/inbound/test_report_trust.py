@@ -150,7 +150,7 @@ def test_three_soft_bounces_suppress_the_address_for_seven_days(domain):
     entry = Suppression.objects.get()
     assert (entry.address, entry.reason) == ("full@example.org", SuppressionReason.SOFT_BOUNCE)
     assert timedelta(days=6, hours=23) < entry.expires_at - timezone.now() <= timedelta(days=7)
-    assert suppressed_in([message]) == {(domain.pk, "full@example.org")}
+    assert suppressed_in([message]) == {(domain.pk, False, "full@example.org")}
 
     Suppression.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
     assert suppressed_in([message]) == set()  # lapsed: the address is mailed again

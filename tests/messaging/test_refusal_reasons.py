@@ -228,7 +228,7 @@ def due(recipient: str) -> Message:
 
 def payload_data(event: MessageEvent) -> dict:
     message = event.message
-    body = event_payload(event=event, message=message, message_data=messages_data([message])[message.pk], event_id="e")
+    body = event_payload(event=event, message=message, message_data=messages_data([message])[message.pk])
     return json.loads(body)["data"]
 
 

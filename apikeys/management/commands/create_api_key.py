@@ -18,7 +18,7 @@ class Command(ServiceCommand):
             action="append",
             choices=Permission.values,
             required=True,
-            help="Repeat for several: email.send, email.read",
+            help="Repeat for several: email.send, email.read, suppressions.write",
         )
         parser.add_argument("--name", default="")
         parser.add_argument(

@@ -58,7 +58,10 @@ export function idempotencyHeaders(key, field = "idempotencyKey") {
 export async function request(config, method, path, { body, query, headers: extraHeaders } = {}) {
   const url = new URL(config.baseUrl + path);
   for (const [name, value] of Object.entries(query ?? {})) {
-    if (value !== undefined) url.searchParams.set(name, String(value));
+    // An array is a repeated parameter (`type=a&type=b`).
+    for (const item of Array.isArray(value) ? value : [value]) {
+      if (item !== undefined) url.searchParams.append(name, String(item));
+    }
   }
   /** @type {Record<string, string>} */
   const headers = {
@@ -90,6 +93,7 @@ export async function request(config, method, path, { body, query, headers: extr
     throw errorFromResponse(response.status, replyHeaders, text);
   }
   const requestId = replyHeaders["x-request-id"] ?? null;
+  if (response.status === 204) return { status: response.status, data: null, headers: replyHeaders, requestId };
   try {
     return { status: response.status, data: JSON.parse(text), headers: replyHeaders, requestId };
   } catch {

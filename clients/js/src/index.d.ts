@@ -84,6 +84,58 @@ export interface ListOptions {
   direction?: "sent" | "received";
 }
 
+export type SuppressionReason = "hard_bounce" | "soft_bounce" | "complaint" | "manual";
+export interface Suppression {
+  /** The bare address, lower-case, as the list compares it. */
+  email: string;
+  reason: SuppressionReason;
+  created_at: string;
+  expires_at: string | null;
+  /** The message whose report caused it. */
+  message_id: string | null;
+  detail: string;
+}
+export interface SuppressionList {
+  data: Suppression[];
+  has_more: boolean;
+  next_cursor: string | null;
+}
+export interface SuppressionListOptions {
+  limit?: number;
+  after?: string;
+  reason?: SuppressionReason;
+  email?: string;
+}
+
+export type EventType =
+  | "email.accepted"
+  | "email.delivered"
+  | "email.delayed"
+  | "email.bounced"
+  | "email.complained"
+  | "email.failed"
+  | "email.suppressed"
+  | "email.received";
+/** Exactly a webhook's body: `id` is its webhook-id; `data` the message plus the event's own fields. */
+export interface Event {
+  type: EventType;
+  id: string;
+  created_at: string;
+  test: boolean;
+  data: Record<string, unknown>;
+}
+export interface EventList {
+  data: Event[];
+  has_more: boolean;
+  next_cursor: string | null;
+}
+export interface EventListOptions {
+  limit?: number;
+  after?: string;
+  types?: EventType[];
+  since?: string | Date;
+}
+
 export interface MailServiceOptions {
   /** Defaults to MAILSERVICE_API_KEY. */
   apiKey?: string;
@@ -100,9 +152,25 @@ declare class Messages {
   get(id: string): Promise<Message>;
 }
 
+declare class Suppressions {
+  list(options?: SuppressionListOptions): Promise<SuppressionList>;
+  /** Every suppression, newest first, fetching page after page. */
+  iter(options?: Omit<SuppressionListOptions, "after" | "email">): AsyncGenerator<Suppression, void, undefined>;
+  get(email: string): Promise<Suppression>;
+  /** A `manual` suppression (suppressions.write); an existing one resolves unchanged. */
+  add(email: string, options?: { detail?: string }): Promise<Suppression>;
+  remove(email: string): Promise<void>;
+}
+
 export class MailService {
   constructor(options?: MailServiceOptions);
   readonly messages: Messages;
+  readonly suppressions: Suppressions;
+  /** Every event of a message, oldest first, each exactly its webhook's body. */
+  messageEvents(id: string): Promise<Event[]>;
+  eventsPage(options?: EventListOptions): Promise<EventList>;
+  /** The domain's events, oldest first, fetching page after page. */
+  events(options?: EventListOptions): AsyncGenerator<Event, void, undefined>;
   /**
    * With `idempotencyKey` (1–256 printable ASCII), retrying with the same key and params within
    * 24 hours returns the first answer instead of sending again.

@@ -65,6 +65,108 @@ class Messages {
   }
 }
 
+const SUPPRESSION_REASONS = ["hard_bounce", "soft_bounce", "complaint", "manual"];
+const EVENT_TYPES = [
+  "email.accepted",
+  "email.delivered",
+  "email.delayed",
+  "email.bounced",
+  "email.complained",
+  "email.failed",
+  "email.suppressed",
+  "email.received",
+];
+
+/** @param {string} email */
+function suppressionPath(email) {
+  checkString(email, "email", { maxLength: 320, allowBlank: false });
+  return `/v1/suppressions/${encodeURIComponent(email)}`;
+}
+
+/** @param {import("./index.js").SuppressionListOptions} [options] */
+function suppressionQuery({ limit, after, reason, email } = {}) {
+  const query = listQuery({ limit, after });
+  if (reason !== undefined && !SUPPRESSION_REASONS.includes(reason)) {
+    throw new ValidationError("reason", `must be one of ${SUPPRESSION_REASONS.join(", ")}`);
+  }
+  if (email !== undefined) checkString(email, "email", { maxLength: 320, allowBlank: false });
+  return { ...query, reason, email };
+}
+
+/** @param {import("./index.js").EventListOptions} [options] */
+function eventQuery({ limit, after, types, since } = {}) {
+  const query = listQuery({ limit, after });
+  if (types !== undefined && (!Array.isArray(types) || types.some((kind) => !EVENT_TYPES.includes(kind)))) {
+    throw new ValidationError("type", `must be an array of ${EVENT_TYPES.join(", ")}`);
+  }
+  const when = since instanceof Date ? since.toISOString() : since;
+  if (when !== undefined) checkString(when, "since", { maxLength: 64, allowBlank: false });
+  return { ...query, type: types, since: when };
+}
+
+class Suppressions {
+  /** @type {import("./http.js").Config} */
+  #config;
+
+  /** @param {import("./http.js").Config} config */
+  constructor(config) {
+    this.#config = config;
+  }
+
+  /**
+   * One page of the key's side of the list, newest first.
+   * @param {import("./index.js").SuppressionListOptions} [options]
+   * @returns {Promise<import("./index.js").SuppressionList>}
+   */
+  async list(options = {}) {
+    return (await request(this.#config, "GET", "/v1/suppressions", { query: suppressionQuery(options) })).data;
+  }
+
+  /**
+   * Every suppression, newest first, page after page.
+   * @param {Omit<import("./index.js").SuppressionListOptions, "after" | "email">} [options]
+   */
+  async *iter({ limit, reason } = {}) {
+    /** @type {string | undefined} */
+    let after;
+    for (;;) {
+      const page = await this.list({ limit, after, reason });
+      yield* page.data;
+      after = page.next_cursor ?? undefined;
+      if (!page.has_more || !after) return;
+    }
+  }
+
+  /**
+   * @param {string} email
+   * @returns {Promise<import("./index.js").Suppression>}
+   */
+  async get(email) {
+    return (await request(this.#config, "GET", suppressionPath(email))).data;
+  }
+
+  /**
+   * A `manual` suppression (suppressions.write); an address already suppressed resolves to its entry unchanged.
+   * @param {string} email
+   * @param {{ detail?: string }} [options]
+   * @returns {Promise<import("./index.js").Suppression>}
+   */
+  async add(email, { detail } = {}) {
+    const path = suppressionPath(email);
+    if (detail !== undefined) checkString(detail, "detail", { maxLength: 500 });
+    return (await request(this.#config, "PUT", path, { body: detail === undefined ? {} : { detail } })).data;
+  }
+
+  /**
+   * The next send to the address goes out (suppressions.write); a NotFoundError when it is not suppressed.
+   * @param {string} email
+   * @returns {Promise<void>}
+   */
+  async remove(email) {
+    await request(this.#config, "DELETE", suppressionPath(email));
+  }
+}
+
 export class MailService {
   /** @type {import("./http.js").Config} */
   #config;
@@ -73,6 +175,40 @@ export class MailService {
   constructor({ apiKey, baseUrl, timeout } = {}) {
     this.#config = resolveConfig({ apiKey, baseUrl, timeout });
     this.messages = new Messages(this.#config);
+    this.suppressions = new Suppressions(this.#config);
+  }
+
+  /**
+   * Every event of a message, oldest first, each exactly its webhook's body (`id` is its webhook-id).
+   * @param {string} id
+   * @returns {Promise<import("./index.js").Event[]>}
+   */
+  async messageEvents(id) {
+    checkString(id, "id", { maxLength: 256, allowBlank: false });
+    return (await request(this.#config, "GET", `/v1/messages/${encodeURIComponent(id)}/events`)).data.data;
+  }
+
+  /**
+   * One page of the domain's events, oldest first.
+   * @param {import("./index.js").EventListOptions} [options]
+   * @returns {Promise<import("./index.js").EventList>}
+   */
+  async eventsPage(options = {}) {
+    return (await request(this.#config, "GET", "/v1/events", { query: eventQuery(options) })).data;
+  }
+
+  /**
+   * The domain's events, oldest first, page after page from `after` (a page's next_cursor) or the start:
+   * `for await (const event of client.events({ since }))`.
+   * @param {import("./index.js").EventListOptions} [options]
+   */
+  async *events({ limit, after, types, since } = {}) {
+    for (;;) {
+      const page = await this.eventsPage({ limit, after, types, since });
+      yield* page.data;
+      after = page.next_cursor ?? undefined;
+      if (!page.has_more || !after) return;
+    }
   }
 
   /**

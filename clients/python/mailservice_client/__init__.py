@@ -24,11 +24,15 @@ from mailservice_client.errors import (
     ValidationError,
 )
 from mailservice_client.types import (
+    Event,
+    EventList,
     Message,
     MessageList,
     RefusalReason,
     SendParams,
     SendResult,
+    Suppression,
+    SuppressionList,
     TemplateReference,
     WebhookFailureData,
 )
@@ -39,6 +43,8 @@ __all__ = [
     "BadRequestError",
     "ConfigurationError",
     "ConflictError",
+    "Event",
+    "EventList",
     "InternalServerError",
     "MailService",
     "MailServiceConnectionError",
@@ -55,6 +61,8 @@ __all__ = [
     "SendResult",
     "SendingPausedError",
     "ServiceUnavailableError",
+    "Suppression",
+    "SuppressionList",
     "TemplateReference",
     "ValidationError",
     "WebhookFailureData",

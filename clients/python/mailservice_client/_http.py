@@ -71,6 +71,8 @@ def _reply(response: httpx.Response) -> Reply:
     headers = {name.lower(): value for name, value in response.headers.items()}
     if not 200 <= response.status_code < 300:
         raise error_from_response(response.status_code, headers, response.content)
+    if response.status_code == 204:  # a removal: no body
+        return Reply(status=response.status_code, data=None, headers=headers)
     try:
         data = response.json()
     except ValueError:

@@ -1,13 +1,38 @@
 """The native client: `MailService` (synchronous) and its `AsyncMailService` twin."""
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
+from datetime import datetime
 from typing import Any, cast
 from urllib.parse import quote
 
 from mailservice_client._http import AsyncTransport, SyncTransport, resolve_config
 from mailservice_client._validate import check_send, check_string
 from mailservice_client.errors import ValidationError
-from mailservice_client.types import Direction, Message, MessageList, SendParams, SendResult
+from mailservice_client.types import (
+    Direction,
+    Event,
+    EventList,
+    EventType,
+    Message,
+    MessageList,
+    SendParams,
+    SendResult,
+    Suppression,
+    SuppressionList,
+    SuppressionReason,
+)
+
+SUPPRESSION_REASONS = ("hard_bounce", "soft_bounce", "complaint", "manual")
+EVENT_TYPES = (
+    "email.accepted",
+    "email.delivered",
+    "email.delayed",
+    "email.bounced",
+    "email.complained",
+    "email.failed",
+    "email.suppressed",
+    "email.received",
+)
 
 
 def _list_params(limit: int | None, after: str | None, direction: Direction | None) -> dict[str, Any]:
@@ -25,6 +50,50 @@ def _list_params(limit: int | None, after: str | None, direction: Direction | No
             raise ValidationError("direction", "must be 'sent' or 'received'")
         params["direction"] = direction
     return params
+
+
+def _suppression_params(
+    limit: int | None, after: str | None, reason: SuppressionReason | None, email: str | None
+) -> dict[str, Any]:
+    params = _list_params(limit, after, None)
+    if reason is not None:
+        if reason not in SUPPRESSION_REASONS:
+            raise ValidationError("reason", f"must be one of {', '.join(SUPPRESSION_REASONS)}")
+        params["reason"] = reason
+    if email is not None:
+        check_string(email, "email", max_length=320, allow_blank=False)
+        params["email"] = email
+    return params
+
+
+def _event_params(
+    limit: int | None, after: str | None, types: Sequence[EventType] | None, since: datetime | str | None
+) -> dict[str, Any]:
+    params = _list_params(limit, after, None)
+    if types:
+        if isinstance(types, str) or any(kind not in EVENT_TYPES for kind in types):
+            raise ValidationError("type", f"must be a list of {', '.join(EVENT_TYPES)}")
+        params["type"] = list(types)
+    if since is not None:
+        if isinstance(since, datetime):
+            if since.tzinfo is None:
+                raise ValidationError("since", "must carry its time zone")
+            since = since.isoformat()
+        check_string(since, "since", max_length=64, allow_blank=False)
+        params["since"] = since
+    return params
+
+
+def _suppression_path(email: str) -> str:
+    check_string(email, "email", max_length=320, allow_blank=False)
+    return "/v1/suppressions/" + quote(email, safe="")
+
+
+def _detail_body(detail: str | None) -> dict[str, str]:
+    if detail is None:
+        return {}
+    check_string(detail, "detail", max_length=500)
+    return {"detail": detail}
 
 
 def idempotency_headers(key: str | None, field: str = "idempotency_key") -> dict[str, str]:
@@ -85,12 +154,86 @@ class Messages:
         return cast(Message, self._transport.request("GET", _message_path(id)).data)
 
 
+class Suppressions:
+    """The key's side of its domain's suppression list (email.read; add and remove: suppressions.write)."""
+
+    def __init__(self, transport: SyncTransport) -> None:
+        self._transport = transport
+
+    def list(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        reason: SuppressionReason | None = None,
+        email: str | None = None,
+    ) -> SuppressionList:
+        params = _suppression_params(limit, after, reason, email)
+        return cast(SuppressionList, self._transport.request("GET", "/v1/suppressions", params=params).data)
+
+    def iter(self, *, limit: int | None = None, reason: SuppressionReason | None = None) -> Iterator[Suppression]:
+        """Every suppression, newest first, page after page."""
+        after = None
+        while True:
+            page = self.list(limit=limit, after=after, reason=reason)
+            yield from page["data"]
+            after = page["next_cursor"]
+            if not page["has_more"] or not after:
+                return
+
+    def get(self, email: str) -> Suppression:
+        return cast(Suppression, self._transport.request("GET", _suppression_path(email)).data)
+
+    def add(self, email: str, *, detail: str | None = None) -> Suppression:
+        """A `manual` suppression; an address already suppressed comes back unchanged."""
+        path = _suppression_path(email)
+        return cast(Suppression, self._transport.request("PUT", path, json=_detail_body(detail)).data)
+
+    def remove(self, email: str) -> None:
+        """The next send to the address goes out; NotFoundError when it is not suppressed."""
+        self._transport.request("DELETE", _suppression_path(email))
+
+
 class MailService:
     """`MailService(api_key=None, base_url=None)`; falls back to MAILSERVICE_API_KEY / MAILSERVICE_BASE_URL."""
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: float | None = None) -> None:
         self._transport = SyncTransport(resolve_config(api_key=api_key, base_url=base_url, timeout=timeout))
         self.messages = Messages(self._transport)
+        self.suppressions = Suppressions(self._transport)
+
+    def message_events(self, message_id: str) -> list[Event]:
+        """Every event of a message, oldest first, each exactly its webhook's body."""
+        path = _message_path(message_id) + "/events"
+        return cast(list[Event], self._transport.request("GET", path).data["data"])
+
+    def events_page(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        types: Sequence[EventType] | None = None,
+        since: datetime | str | None = None,
+    ) -> EventList:
+        """One page of the domain's events, oldest first."""
+        params = _event_params(limit, after, types, since)
+        return cast(EventList, self._transport.request("GET", "/v1/events", params=params).data)
+
+    def events(
+        self,
+        *,
+        types: Sequence[EventType] | None = None,
+        since: datetime | str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> Iterator[Event]:
+        """The domain's events, oldest first, page after page from `after` (a page's next_cursor) or the start."""
+        while True:
+            page = self.events_page(limit=limit, after=after, types=types, since=since)
+            yield from page["data"]
+            after = page["next_cursor"]
+            if not page["has_more"] or not after:
+                return
 
     def send(self, params: SendParams, *, idempotency_key: str | None = None) -> SendResult:
         """Send one message; `params` are the wire fields (`from`, `to`, `subject`, `text`, `template`, ...).
@@ -145,12 +288,82 @@ class AsyncMessages:
         return cast(Message, (await self._transport.request("GET", _message_path(id))).data)
 
 
+class AsyncSuppressions:
+    def __init__(self, transport: AsyncTransport) -> None:
+        self._transport = transport
+
+    async def list(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        reason: SuppressionReason | None = None,
+        email: str | None = None,
+    ) -> SuppressionList:
+        params = _suppression_params(limit, after, reason, email)
+        return cast(SuppressionList, (await self._transport.request("GET", "/v1/suppressions", params=params)).data)
+
+    async def iter(
+        self, *, limit: int | None = None, reason: SuppressionReason | None = None
+    ) -> AsyncIterator[Suppression]:
+        after = None
+        while True:
+            page = await self.list(limit=limit, after=after, reason=reason)
+            for entry in page["data"]:
+                yield entry
+            after = page["next_cursor"]
+            if not page["has_more"] or not after:
+                return
+
+    async def get(self, email: str) -> Suppression:
+        return cast(Suppression, (await self._transport.request("GET", _suppression_path(email))).data)
+
+    async def add(self, email: str, *, detail: str | None = None) -> Suppression:
+        path = _suppression_path(email)
+        return cast(Suppression, (await self._transport.request("PUT", path, json=_detail_body(detail))).data)
+
+    async def remove(self, email: str) -> None:
+        await self._transport.request("DELETE", _suppression_path(email))
+
+
 class AsyncMailService:
     """The asynchronous twin of `MailService`: the same methods, awaited."""
 
     def __init__(self, api_key: str | None = None, base_url: str | None = None, timeout: float | None = None) -> None:
         self._transport = AsyncTransport(resolve_config(api_key=api_key, base_url=base_url, timeout=timeout))
         self.messages = AsyncMessages(self._transport)
+        self.suppressions = AsyncSuppressions(self._transport)
+
+    async def message_events(self, message_id: str) -> list[Event]:
+        path = _message_path(message_id) + "/events"
+        return cast(list[Event], (await self._transport.request("GET", path)).data["data"])
+
+    async def events_page(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        types: Sequence[EventType] | None = None,
+        since: datetime | str | None = None,
+    ) -> EventList:
+        params = _event_params(limit, after, types, since)
+        return cast(EventList, (await self._transport.request("GET", "/v1/events", params=params)).data)
+
+    async def events(
+        self,
+        *,
+        types: Sequence[EventType] | None = None,
+        since: datetime | str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+    ) -> AsyncIterator[Event]:
+        while True:
+            page = await self.events_page(limit=limit, after=after, types=types, since=since)
+            for event in page["data"]:
+                yield event
+            after = page["next_cursor"]
+            if not page["has_more"] or not after:
+                return
 
     async def send(self, params: SendParams, *, idempotency_key: str | None = None) -> SendResult:
         body = check_send(params)

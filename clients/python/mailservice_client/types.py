@@ -1,6 +1,6 @@
 """Typed shapes of the send parameters and of the service's responses (spec section 2)."""
 
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 Direction = Literal["sent", "received"]
 Status = Literal["accepted", "delivered", "received", "bounced", "complained", "failed"]
@@ -63,6 +63,50 @@ class WebhookFailureData(Message, total=False):
 
 class MessageList(TypedDict):
     data: list[Message]
+    has_more: bool
+    next_cursor: str | None
+
+
+SuppressionReason = Literal["hard_bounce", "soft_bounce", "complaint", "manual"]
+EventType = Literal[
+    "email.accepted",
+    "email.delivered",
+    "email.delayed",
+    "email.bounced",
+    "email.complained",
+    "email.failed",
+    "email.suppressed",
+    "email.received",
+]
+
+
+class Suppression(TypedDict):
+    email: str  # the bare address, lower-case, as the list compares it
+    reason: SuppressionReason
+    created_at: str
+    expires_at: str | None
+    message_id: str | None  # the message whose report caused it
+    detail: str
+
+
+class SuppressionList(TypedDict):
+    data: list[Suppression]
+    has_more: bool
+    next_cursor: str | None
+
+
+class Event(TypedDict):
+    """Exactly a webhook's body: `id` is its webhook-id; `data` the message plus the event's own fields."""
+
+    type: EventType
+    id: str
+    created_at: str
+    test: bool
+    data: dict[str, Any]
+
+
+class EventList(TypedDict):
+    data: list[Event]
     has_more: bool
     next_cursor: str | None
 
