@@ -15,9 +15,10 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
 
 from domains.models import Domain, SendingControl
+from messaging.inbound.aggregate.selectors import report_gauges
 from messaging.outbound.fleet_limits import relay_rate_status
 from messaging.retention import held_partitions
-from messaging.selectors import queue_state, report_gauges
+from messaging.selectors import queue_state
 from webhooks.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 

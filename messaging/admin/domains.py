@@ -28,6 +28,13 @@ from mailservice.errors import ApiError
 
 # What a list row shows; bodies and raw source stay in the database until a detail page asks.
 from messaging.admin.sources import source_rows
+from messaging.inbound.aggregate.selectors import (
+    SUMMARY_DAYS,
+    dmarc_daily,
+    dmarc_failing_sources,
+    dmarc_summary,
+    tls_summary,
+)
 from messaging.models import Message
 from messaging.outbound.domain_holds import held_destinations
 from messaging.outbound.fleet_limits import relay_rate_status
@@ -35,15 +42,7 @@ from messaging.outbound.overview import destination_overview
 from messaging.outbound.transports import delivery_mode
 from messaging.readiness.check import REFUSAL_DAYS, domain_readiness
 from messaging.readiness.dns_checks import REPORT_MAILBOX, TLS_REPORT_MAILBOX
-from messaging.selectors import (
-    SUMMARY_DAYS,
-    delivery_rates,
-    dmarc_daily,
-    dmarc_failing_sources,
-    dmarc_summary,
-    domain_refusal_health,
-    tls_summary,
-)
+from messaging.selectors import delivery_rates, domain_refusal_health
 
 FAILING_SOURCES_PAGE = 50  # rows of the failing sources' table per page: a forged report's 50,000 stay off the page
 

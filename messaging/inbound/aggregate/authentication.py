@@ -5,7 +5,7 @@ The inbound server authenticates nothing else (it stores mail as received), so a
 here, off the SMTP session: each DKIM signature verified with dkimpy, SPF evaluated with pyspf for the
 connecting address, MAIL FROM and HELO the server recorded, every lookup through the service's
 resolver with MAILSERVICE_DNS_TIMEOUT. Anyone can mail a report naming any reporter; only an
-authenticated one is counted by default (messaging.selectors.dmarc_summary).
+authenticated one is counted by default (messaging/inbound/aggregate/selectors.py, dmarc_summary).
 """
 
 import logging

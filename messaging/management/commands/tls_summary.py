@@ -5,7 +5,7 @@ from django.core.management.base import CommandParser
 
 from domains.selectors import domain_get_by_name
 from mailservice.commands import ServiceCommand, positive_int
-from messaging.selectors import SUMMARY_DAYS, tls_summary
+from messaging.inbound.aggregate.selectors import SUMMARY_DAYS, tls_summary
 
 
 class Command(ServiceCommand):
