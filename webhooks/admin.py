@@ -17,8 +17,9 @@ from django.utils.safestring import SafeString
 from mailservice.console import ConsoleModelAdmin, adopt, console_time, refuse
 from mailservice.errors import ValidationFailed
 from webhooks.models import EventType, WebhookDelivery, WebhookEndpoint
+from webhooks.replay import deliveries_resend
 from webhooks.selectors import endpoint_failed_deliveries
-from webhooks.services import deliveries_resend, endpoint_create, endpoint_enable, endpoint_rotate_secret
+from webhooks.services import endpoint_create, endpoint_enable, endpoint_rotate_secret
 from webhooks.targets import url_check
 
 RECENT_DELIVERIES = 50

@@ -4,7 +4,7 @@ At least once, never lost: every MessageEvent is written with `published_at` NUL
 statement or transaction as the state change it records. `events_fan_out` turns such events into
 one WebhookDelivery per interested endpoint and marks them published, in one transaction (a
 message's delay events make deliveries at most once per MAILSERVICE_DELAYED_EVENT_INTERVAL: the
-others are marked published with none, `_quiet_delays`). A
+others are marked published with none, `quiet_delays`). A
 delivery is claimed under a lease (a conditional UPDATE; the lease value is the fencing token of
 every later write), sent with no transaction open, and its outcome recorded only by the lease
 holder. A worker that dies mid-request leaves a lease that runs out; the delivery is then claimed
@@ -26,7 +26,7 @@ import httpcore
 import httpx
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q
 from django.utils import timezone
 
 from domains.models import Domain
@@ -61,7 +61,7 @@ class CreatedEndpoint:
     secret: str  # shown once
 
 
-def _event_types(event_types: list[str]) -> list[str]:
+def event_types_checked(event_types: list[str]) -> list[str]:
     unknown = sorted(set(event_types) - set(EventType.values))
     if unknown:
         raise ValidationFailed(f"event: unknown type {unknown[0]} (one of {', '.join(EventType.values)})")
@@ -73,7 +73,7 @@ def endpoint_create(*, domain: Domain, url: str, event_types: list[str]) -> Crea
     url_check(url)
     secret = secret_generate()
     endpoint = WebhookEndpoint.objects.create(
-        domain=domain, url=url, event_types=_event_types(event_types), secret_sealed=encrypt_secret(secret)
+        domain=domain, url=url, event_types=event_types_checked(event_types), secret_sealed=encrypt_secret(secret)
     )
     return CreatedEndpoint(endpoint=endpoint, secret=secret)
 
@@ -138,7 +138,7 @@ def _interested_endpoints(events: list[MessageEvent], messages: dict[int, Messag
 _DELAY_TYPES = [recorded for recorded, public in PUBLIC_TYPE.items() if public == EventType.DELAYED]
 
 
-def _quiet_delays(events: list[MessageEvent]) -> set[int]:
+def quiet_delays(events: list[MessageEvent]) -> set[int]:
     """The ids of the delay events among `events` that publish no webhook: a message publishes at most
     one `email.delayed` per MAILSERVICE_DELAYED_EVENT_INTERVAL. Decided from the message's history
     alone (its first delay publishes, then the first one an interval or more after the last that
@@ -234,7 +234,7 @@ def _message_events_fan_out(*, limit: int) -> int:
             .in_bulk({event.message_id for event in events})
         )
         wanted_by = _interested_endpoints(events, messages)
-        for quiet in _quiet_delays([event for event in events if wanted_by[event.pk]]):
+        for quiet in quiet_delays([event for event in events if wanted_by[event.pk]]):
             wanted_by[quiet] = []
         data = messages_data([messages[pk] for pk in {event.message_id for event in events if wanted_by[event.pk]}])
         deliveries = []
@@ -426,88 +426,6 @@ def delivery_attempt(*, delivery: WebhookDelivery) -> bool:
     if not result.succeeded:
         logger.info("webhook %s to %s: %s", delivery.event_id, redacted_url(delivery.endpoint.url), result.error)
     return _record(delivery, result)
-
-
-def deliveries_resend(*, deliveries: QuerySet[WebhookDelivery]) -> int:
-    """Send these deliveries again from the start of the schedule (the console's re-send), each with its own
-    payload and webhook-id, signed when sent. One being sent right now (its lease live) is left to finish."""
-    now = timezone.now()
-    idle = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
-    return deliveries.filter(idle).update(
-        status=DeliveryStatus.PENDING, attempts=0, next_attempt_at=now, lease_expires_at=None, updated_at=now
-    )
-
-
-REPLAY_BATCH = 500
-
-
-def webhooks_replay(
-    *, endpoint: WebhookEndpoint, since: datetime, until: datetime | None = None, event_types: list[str] | None = None
-) -> int:
-    """Send the endpoint every event of its domain created in [since, until) again (of `event_types`, and of
-    those it subscribes to), each with its original webhook-id, through the normal delivery path: the
-    pump claims them under the concurrency cap, retries and deadlines as always, signed when sent.
-
-    An event the endpoint has a delivery of is re-sent as that delivery (its frozen payload and id); one it
-    has none of (the endpoint was created later) gets one now, with the event's id and today's body. Delays
-    that fan-out kept quiet stay quiet. Returns how many deliveries were queued."""
-    if not endpoint.enabled:
-        raise ValidationFailed(f"{endpoint.public_id} is disabled; enable it first (its deliveries would wait)")
-    until = until or timezone.now()
-    if until <= since:
-        raise ValidationFailed("--until must be after --since")
-    wanted = [kind for kind in _event_types(event_types or []) or EventType.values if endpoint.wants(kind)]
-    window = Q(subject_created_at__gte=since, subject_created_at__lt=until)
-    queued = 0
-    if EventType.DMARC_REPORT in wanted:
-        reports = endpoint.deliveries.filter(window, event_type=EventType.DMARC_REPORT)
-        queued += deliveries_resend(deliveries=reports)
-    recorded = [recorded for recorded, public in PUBLIC_TYPE.items() if public in wanted]
-    # The domain's events by event_stream_idx, a batch at a time in (created_at, id) order, both sides: an
-    # endpoint gets test keys' events too.
-    events = MessageEvent.objects.filter(
-        domain_id=endpoint.domain_id, is_test__in=[False, True], type__in=recorded, created_at__lt=until
-    ).order_by("created_at", "id")
-    position = Q(created_at__gte=since)
-    while batch := list(events.filter(position)[:REPLAY_BATCH]):
-        queued += _replay_events(endpoint, batch)
-        last = batch[-1]
-        position = Q(created_at=last.created_at, id__gt=last.pk) | Q(created_at__gt=last.created_at)
-    return queued
-
-
-def _replay_events(endpoint: WebhookEndpoint, events: list[MessageEvent]) -> int:
-    quiet = _quiet_delays(events)
-    events = [event for event in events if event.pk not in quiet]
-    if not events:
-        return 0
-    window = Q(subject_created_at__gte=events[0].created_at, subject_created_at__lte=events[-1].created_at)
-    mine = endpoint.deliveries.filter(window, message_event_id__in=[event.pk for event in events])
-    have = set(mine.values_list("message_event_id", flat=True))
-    resent = deliveries_resend(deliveries=mine) if have else 0
-    missing = [event for event in events if event.pk not in have]
-    if missing:
-        messages = Message.objects.select_related("domain").defer("text", "html", "raw")
-        by_pk = messages.in_bulk({event.message_id for event in missing})
-        data = messages_data(list(by_pk.values()))
-        WebhookDelivery.objects.bulk_create(
-            [
-                WebhookDelivery(
-                    endpoint=endpoint,
-                    message_event=event,
-                    subject_created_at=event.created_at,
-                    event_id=event.public_id,
-                    event_type=PUBLIC_TYPE[event.type],
-                    payload=event_payload(
-                        event=event, message=by_pk[event.message_id], message_data=data[event.message_id]
-                    ),
-                    next_attempt_at=timezone.now(),
-                )
-                for event in missing
-            ],
-            ignore_conflicts=True,
-        )
-    return resent + len(missing)
 
 
 def deliveries_of_dropped_events_drop(*, partition: str, day: date, **kwargs: object) -> None:

@@ -15,7 +15,7 @@ from django.utils import timezone
 from messaging.models import EventType, MessageEvent
 from tests.conftest import client_for
 from tests.factories import ApiKeyFactory, MessageEventFactory, MessageFactory
-from webhooks import services
+from webhooks import replay, services
 from webhooks.models import DeliveryStatus, WebhookDelivery
 from webhooks.tasks import pump_task
 
@@ -102,7 +102,7 @@ def test_a_replay_sends_what_the_endpoint_missed_before_it_existed_and_only_the_
     services.events_fan_out()  # published before the endpoint existed: it has no deliveries of them
     created = services.endpoint_create(domain=domain, url=receiver.url, event_types=["email.bounced"])
 
-    queued = services.webhooks_replay(
+    queued = replay.webhooks_replay(
         endpoint=created.endpoint, since=start, event_types=["email.bounced", "email.delivered"]
     )
     _pump_until_sent(created.endpoint)
@@ -118,7 +118,7 @@ def test_a_replay_never_reaches_another_domains_events(domain, receiver):
     other = services.endpoint_create(domain=MessageFactory().domain, url=receiver.url, event_types=[])
     _events_during(domain, 3, start=start, span=timedelta(minutes=5))
 
-    assert services.webhooks_replay(endpoint=other.endpoint, since=start) == 0
+    assert replay.webhooks_replay(endpoint=other.endpoint, since=start) == 0
 
 
 def test_a_delivery_being_sent_is_not_queued_twice(domain, receiver):
@@ -128,7 +128,7 @@ def test_a_delivery_being_sent_is_not_queued_twice(domain, receiver):
     services.events_fan_out()
     [claimed] = services.deliveries_claim(endpoint_id=created.endpoint.pk, limit=1)
 
-    assert services.webhooks_replay(endpoint=created.endpoint, since=start) == 0
+    assert replay.webhooks_replay(endpoint=created.endpoint, since=start) == 0
     assert WebhookDelivery.objects.get().lease_expires_at == claimed.lease_expires_at
 
 

@@ -6,7 +6,8 @@ from django.core.management.base import CommandParser
 
 from mailservice.commands import ServiceCommand
 from webhooks.models import EventType
-from webhooks.services import endpoint_get, webhooks_replay
+from webhooks.replay import webhooks_replay
+from webhooks.services import endpoint_get
 
 
 def _moment(value: str) -> datetime:
