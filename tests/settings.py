@@ -12,6 +12,8 @@ os.environ.setdefault("MAILSERVICE_ENCRYPTION_KEYS", "dGVzdC1vbmx5LWZlcm5ldC1rZX
 # worker's cache.clear() or broker never touches another's, nor the development broker docs/delivery.md puts
 # on database 1. Child processes of live tests inherit both.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if WORKER:  # the block of ports its servers take (tests/harness/process.py), for its children too
+    os.environ["MAILSERVICE_TEST_PORT_BLOCK"] = WORKER.removeprefix("gw")
 if WORKER and os.environ.get("REDIS_URL") and "MAILSERVICE_TEST_REDIS_BASE" not in os.environ:
     from urllib.parse import urlsplit
 

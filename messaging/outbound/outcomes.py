@@ -236,8 +236,7 @@ def classify(message: Message, result: SendResult) -> SendOutcome:
         failed = _reply_event(EventType.FAILED, "", result.final, domain=domain, host=host)
         return SendOutcome(Status.FAILED, [*rejected, failed], failed.detail, refusals=refusals)
     if all(reply.code >= 500 for reply in replies):
-        bounced = _reply_event(EventType.BOUNCED, "", result.final, domain=domain, bounce=True, host=host)
-        return SendOutcome(Status.BOUNCED, [*rejected, bounced], bounced.detail, refusals=refusals)
+        return _bounced(result, rejected, refusals, domain=domain, host=host)
     # Tried again for the rest: the refusals for good are recorded now, with their policy, so that a
     # recipient the policy suppressed is skipped by the retry instead of being refused again.
     greylisting = next((reply for reply in replies if is_greylisting(reply)), None)
@@ -249,6 +248,20 @@ def classify(message: Message, result: SendResult) -> SendOutcome:
     if retry.status == Status.FAILED and is_direct_delivery(settings.EMAIL_URL or ""):
         recorded, refusals = _with_soft_bounces(result, recorded, refusals, domain=domain)
     return replace(retry, events=[*recorded, *retry.events], refusals=refusals)
+
+
+def _bounced(
+    result: SendResult, rejected: list[EventRecord], refusals: tuple[Refusal, ...], *, domain: str, host: str
+) -> SendOutcome:
+    """Every recipient refused for good. Refused at RCPT, each gets a bounce naming it, as a DSN's recipients
+    do: a message-level one as well would tell the application the same bounce twice. Refused after DATA, the
+    message-level bounce stands for those the transaction carried."""
+    bounced = _reply_event(EventType.BOUNCED, "", result.final, domain=domain, bounce=True, host=host)
+    if rejected and not result.accepted:
+        each = [replace(event, type=EventType.BOUNCED) if event.type == EventType.RECIPIENT_REJECTED else event
+                for event in rejected]  # fmt: skip
+        return SendOutcome(Status.BOUNCED, each, bounced.detail, refusals=refusals)
+    return SendOutcome(Status.BOUNCED, [*rejected, bounced], bounced.detail, refusals=refusals)
 
 
 def _with_soft_bounces(

@@ -6,7 +6,9 @@ stopped with SIGTERM (SIGKILL if it does not exit). When a test fails, the tail 
 every child it ran is attached to the report (tests/harness/plugin.py).
 """
 
+import itertools
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,10 +27,35 @@ LOG_DIR.mkdir(exist_ok=True)
 STOP_TIMEOUT = 15  # seconds a child gets to exit on SIGTERM before SIGKILL
 
 
+# The ports of the servers tests start: below the kernel's ephemeral range (32768-60999 here, so no client
+# socket's port lands among them) and a block per pytest-xdist worker, so between a port's pick and its
+# server's bind no other worker can pick it. With the kernel's picks, two workers once got the same port: one's
+# server answered the other's readiness probe, and the other's test talked to a stranger's server.
+PORT_BLOCK_SIZE = 2000
+PORT_FIRST = 12000
+_port_offsets = itertools.count(random.randrange(PORT_BLOCK_SIZE))
+
+
+def _port_block() -> int:
+    """This worker's block; a child process of a test (the bench, the soak) inherits its worker's, which
+    tests/settings.py puts in MAILSERVICE_TEST_PORT_BLOCK."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker.removeprefix("gw")) if worker else int(os.environ.get("MAILSERVICE_TEST_PORT_BLOCK", "0"))
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port of this worker's block that nothing holds on 127.0.0.1, taken in turn (a port just given back
+    may linger in TIME_WAIT)."""
+    first = PORT_FIRST + _port_block() * PORT_BLOCK_SIZE
+    for _ in range(PORT_BLOCK_SIZE):
+        port = first + next(_port_offsets) % PORT_BLOCK_SIZE
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError(f"no free port among {first}-{first + PORT_BLOCK_SIZE - 1}")
 
 
 def wait_until(

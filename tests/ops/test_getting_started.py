@@ -163,6 +163,8 @@ def follow(reader: Reader, zone, web_port: str, relay) -> None:
             expect_after(reader, text, output)
 
     assert checks == 2
+    # The refused mailbox's bounce reached the application once.
+    assert len(re.findall(rf"^email\.bounced .* {re.escape(UNKNOWN)} ", reader.receiver_lines(), re.M)) == 1
     # The relay got the one message to a real mailbox; the unknown one was refused at RCPT, then never sent again.
     assert [received.rcpt_tos for received in relay.received] == [["you@example.org"]]
 
