@@ -142,6 +142,19 @@ def dns_resolver() -> dns.resolver.Resolver:
     return resolver
 
 
+def dkim_key_txt(name: bytes, timeout: float = 5.0) -> bytes | None:
+    """dkimpy's `dnsfunc`: the TXT record at `name` through the service's resolver, within
+    MAILSERVICE_DNS_TIMEOUT; None when there is none or the lookup fails (the signature then does not verify)."""
+    try:
+        answer = dns_resolver().resolve(
+            name.decode("ascii"), "TXT", search=False, lifetime=min(timeout, settings.MAILSERVICE_DNS_TIMEOUT)
+        )
+    except (dns.exception.DNSException, UnicodeDecodeError):
+        return None
+    record = next(iter(answer), None)
+    return b"".join(record.strings) if record is not None else None
+
+
 def lookup(resolver: dns.resolver.Resolver, name: str, rdtype: str) -> tuple[str, ...] | None:
     """The values published at a name for one type (TXT: the joined strings; MX: "<priority> <host>.";
     others: the record's text); () when there are none, None when the resolver did not answer."""

@@ -14,11 +14,9 @@ import logging
 from dataclasses import dataclass
 
 import dkim
-import dns.exception
-import dns.resolver
 from django.conf import settings
 
-from domains.dns import dns_resolver
+from domains.dns import dkim_key_txt
 
 logger = logging.getLogger(__name__)
 # A report carries one or two signatures; more are not checked (each costs a DNS lookup and a hash).
@@ -34,16 +32,6 @@ class FeedbackLoopTrust:
 def _trusted_domain(domain: str) -> bool:
     domain = domain.lower().rstrip(".")
     return any(domain == listed or domain.endswith(f".{listed}") for listed in settings.MAILSERVICE_FBL_DOMAINS)
-
-
-def _txt(name: bytes, timeout: int = 5) -> bytes | None:
-    """dkimpy's `dnsfunc`: the TXT record at `name`, through the service's resolver."""
-    try:
-        answer = dns_resolver().resolve(name.decode("ascii", "replace"), "TXT", search=False)
-    except (dns.exception.DNSException, UnicodeError):
-        return None
-    record = next(iter(answer), None)
-    return b"".join(record.strings) if record is not None else None
 
 
 def _signing_domains(signatures: list[bytes]) -> list[str]:
@@ -68,7 +56,7 @@ def feedback_loop_trust(*, raw: bytes, envelope_from: str) -> FeedbackLoopTrust:
         if not _trusted_domain(domain):
             continue
         try:
-            if verifier.verify(idx=index, dnsfunc=_txt):
+            if verifier.verify(idx=index, dnsfunc=dkim_key_txt):
                 return FeedbackLoopTrust(True, f"DKIM-signed by {domain}, a trusted feedback loop")
         except dkim.DKIMException as exc:
             logger.info("complaint signed by %s does not verify: %s", domain, exc)

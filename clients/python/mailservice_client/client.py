@@ -2,7 +2,7 @@
 
 from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, cast, get_args
 from urllib.parse import quote
 
 from mailservice_client._http import AsyncTransport, SyncTransport, resolve_config
@@ -22,17 +22,8 @@ from mailservice_client.types import (
     SuppressionReason,
 )
 
-SUPPRESSION_REASONS = ("hard_bounce", "soft_bounce", "complaint", "manual")
-EVENT_TYPES = (
-    "email.accepted",
-    "email.delivered",
-    "email.delayed",
-    "email.bounced",
-    "email.complained",
-    "email.failed",
-    "email.suppressed",
-    "email.received",
-)
+SUPPRESSION_REASONS = get_args(SuppressionReason)
+EVENT_TYPES = get_args(EventType)
 
 
 def _list_params(limit: int | None, after: str | None, direction: Direction | None) -> dict[str, Any]:

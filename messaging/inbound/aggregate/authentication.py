@@ -11,11 +11,10 @@ authenticated one is counted by default (messaging/inbound/aggregate/selectors.p
 import logging
 
 import dkim
-import dns.exception
 import spf
 from django.conf import settings
 
-from domains.dns import dns_resolver
+from domains.dns import dkim_key_txt
 from messaging.readiness.dns_checks import organisational_domain
 
 logger = logging.getLogger(__name__)
@@ -24,22 +23,12 @@ MAX_SIGNATURES = 5  # DKIM signatures verified per mail: each costs a lookup and
 SPF_EVALUATION_SECONDS = 10.0
 
 
-def _dkim_txt(name: bytes, timeout: float = 5.0) -> bytes:
-    """dkimpy's key lookup, through the service's resolver."""
-    resolver = dns_resolver()
-    try:
-        answer = resolver.resolve(name.decode("ascii"), "TXT", lifetime=min(timeout, settings.MAILSERVICE_DNS_TIMEOUT))
-    except (dns.exception.DNSException, UnicodeDecodeError):
-        return b""
-    return b"".join(answer[0].strings) if answer else b""
-
-
 def _dkim_aligned(raw: bytes, reporter: str) -> bool:
     verifier = dkim.DKIM(raw, timeout=int(settings.MAILSERVICE_DNS_TIMEOUT) or 1)
     signatures = [name for name, _ in verifier.headers if name.lower() == b"dkim-signature"]
     for index in range(min(len(signatures), MAX_SIGNATURES)):
         try:
-            verified = verifier.verify(idx=index, dnsfunc=_dkim_txt)
+            verified = verifier.verify(idx=index, dnsfunc=dkim_key_txt)
         except dkim.DKIMException:
             continue
         signer = (verifier.domain or b"").decode("ascii", "replace")
