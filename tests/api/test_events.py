@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from apikeys.models import Permission
 from messaging.models import EventType, MessageEvent
-from tests.api.wire import assert_api_error
+from tests.api.wire import all_pages, assert_api_error, page_items
 from tests.conftest import client_for
 from tests.factories import ApiKeyFactory, DomainFactory, MessageEventFactory, MessageFactory
 from webhooks import services
@@ -32,19 +32,11 @@ def _events(domain, count: int, *, is_test: bool = False, type_: str = EventType
 
 
 def _ids(response) -> list[str]:
-    assert response.status_code == 200, response.json()
-    return [item["id"] for item in response.json()["data"]]
+    return page_items(response)
 
 
 def _all_pages(api, **params) -> list[str]:
-    seen, after = [], None
-    while True:
-        response = api.get("/v1/events", {**params, **({"after": after} if after else {})})
-        seen += _ids(response)
-        after = response.json()["next_cursor"]
-        assert response.json()["has_more"] is (after is not None)
-        if after is None:
-            return seen
+    return all_pages(api, "/v1/events", **params)
 
 
 # --- a message's events --------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from messaging.models import Direction, Message, Status
-from tests.api.wire import assert_api_error
+from tests.api.wire import all_pages, assert_api_error, page_items
 from tests.conftest import client_for
 from tests.factories import DomainFactory, MessageFactory
 
@@ -25,19 +25,11 @@ def _messages(domain, count: int, **fields) -> list[Message]:
 
 
 def _ids(response) -> list[str]:
-    assert response.status_code == 200, response.json()
-    return [item["id"] for item in response.json()["data"]]
+    return page_items(response)
 
 
 def _all_pages(api, **params) -> list[str]:
-    seen, after = [], None
-    while True:
-        response = api.get("/v1/messages", {**params, **({"after": after} if after else {})})
-        seen += _ids(response)
-        after = response.json()["next_cursor"]
-        assert response.json()["has_more"] is (after is not None)
-        if after is None:
-            return seen
+    return all_pages(api, "/v1/messages", **params)
 
 
 def test_newest_first_with_the_id_breaking_ties_and_twenty_by_default(api, domain):

@@ -12,7 +12,7 @@ from django.utils import timezone
 from apikeys.models import ApiKey, Permission
 from messaging.models import Status, Suppression, SuppressionReason
 from messaging.outbound.dispatch import dispatch_batch
-from tests.api.wire import assert_api_error, inline_body
+from tests.api.wire import all_pages, assert_api_error, inline_body, page_items
 from tests.conftest import client_for
 from tests.factories import ApiKeyFactory, DomainFactory, MessageFactory, SuppressionFactory
 
@@ -42,8 +42,7 @@ def _entries(domain, count: int, **fields) -> list[Suppression]:
 
 
 def _emails(response) -> list[str]:
-    assert response.status_code == 200, response.json()
-    return [item["email"] for item in response.json()["data"]]
+    return page_items(response, "email")
 
 
 def _path(email: str) -> str:
@@ -95,15 +94,7 @@ def test_the_list_is_newest_first_twenty_by_default_and_every_page_follows_witho
 
     first = api.get("/v1/suppressions")
     assert _emails(first) == made[:20] and first.json()["has_more"] is True
-    seen, after = [], None
-    while True:
-        response = api.get("/v1/suppressions", {"limit": "7", **({"after": after} if after else {})})
-        seen += _emails(response)
-        after = response.json()["next_cursor"]
-        assert response.json()["has_more"] is (after is not None)
-        if after is None:
-            break
-    assert seen == made
+    assert all_pages(api, "/v1/suppressions", "email", limit="7") == made
 
 
 def test_entries_created_at_the_same_moment_page_by_address(api, domain):

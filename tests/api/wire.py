@@ -37,3 +37,23 @@ def assert_api_error(response: Any, status: int, code: str) -> dict[str, str]:
     assert headers["cache-control"] == "no-store"
     assert "Traceback" not in response.content.decode(errors="replace")
     return error
+
+
+def page_items(response: Any, field: str = "id") -> list[str]:
+    """`field` of each item of a 200 list page (`{"data": [...], "has_more", "next_cursor"}`)."""
+    assert response.status_code == 200, response.json()
+    return [item[field] for item in response.json()["data"]]
+
+
+def all_pages(api: Any, path: str, field: str = "id", **params: str) -> list[str]:
+    """Every page of a keyset-paged list, each `after` the previous page's `next_cursor`: the items' `field`
+    in order, checking on each page that `has_more` says whether a cursor follows."""
+    seen: list[str] = []
+    after = None
+    while True:
+        response = api.get(path, {**params, **({"after": after} if after else {})})
+        seen += page_items(response, field)
+        after = response.json()["next_cursor"]
+        assert response.json()["has_more"] is (after is not None)
+        if after is None:
+            return seen
